@@ -1,0 +1,93 @@
+"""Task contracts: the JSON Schemas of every task's input and canonical output.
+
+The schema files live in `memworker/schemas/` and are the source of truth. They stay inside what
+llama.cpp's JSON-schema -> grammar conversion supports: flat objects, `anyOf` only of whole objects,
+anchored patterns, bounded strings and arrays (tests/test_contracts.py proves each converts).
+
+    >>> from memworker.contracts import validate
+    >>> validate("consolidate_output", {"observations": []})
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+TASKS = ("extract", "consolidate", "reflect")
+
+#: task -> (input schema name, canonical output schema name)
+TASK_SCHEMAS = {
+    "extract": ("episode", "extract_output"),
+    "consolidate": ("consolidate_input", "consolidate_output"),
+    "reflect": ("reflect_input", "reflect_output"),
+}
+
+SCHEMA_NAMES = (
+    "episode",
+    "extract_output",
+    "extract_wire",
+    "consolidate_input",
+    "consolidate_output",
+    "reflect_input",
+    "reflect_output",
+)
+
+
+class ContractError(ValueError):
+    """A document does not satisfy its task contract. `errors` lists every violation."""
+
+    def __init__(self, schema: str, errors: list[str]):
+        self.schema = schema
+        self.errors = errors
+        shown = "; ".join(errors[:5]) + (f"; … ({len(errors) - 5} more)" if len(errors) > 5 else "")
+        super().__init__(f"{schema}: {shown}")
+
+
+@cache
+def _load(name: str) -> str:
+    if name not in SCHEMA_NAMES:
+        raise KeyError(f"unknown schema {name!r}; known: {', '.join(SCHEMA_NAMES)}")
+    return resources.files("memworker.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """Return a fresh copy of the named schema (callers may mutate it)."""
+    return json.loads(_load(name))
+
+
+@cache
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = load_schema(name)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def errors(name: str, doc: Any) -> list[str]:
+    """Every violation of schema `name` by `doc`, as 'path: message' strings (empty when valid)."""
+    found = sorted(_validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
+
+
+def validate(name: str, doc: Any) -> None:
+    """Raise ContractError listing every violation when `doc` does not satisfy schema `name`."""
+    problems = errors(name, doc)
+    if problems:
+        raise ContractError(name, problems)
+
+
+def validate_input(task: str, doc: Any) -> None:
+    validate(TASK_SCHEMAS[_task(task)][0], doc)
+
+
+def validate_output(task: str, doc: Any) -> None:
+    validate(TASK_SCHEMAS[_task(task)][1], doc)
+
+
+def _task(task: str) -> str:
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    return task

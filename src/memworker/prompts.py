@@ -1,0 +1,136 @@
+"""Prompt templates and the renderer that turns (task, inputs) into chat messages.
+
+Templates are the text files in the repository's `prompts/` folder (packaged as
+`memworker/_prompts` in a wheel): SYSTEM, EXTRACT, CONSOLIDATE, REFLECT. Placeholders are
+`{{name}}`. Rendering is byte-stable: the same inputs always give the same messages
+(tests/test_prompts.py holds a golden rendering), and `template_hashes()` gives the sha256 that
+every receipt records.
+
+    >>> from memworker.prompts import render
+    >>> msgs = render("consolidate", {"facts": [{"id": "F1", "statement": "Ana runs."}]})
+    >>> [m["role"] for m in msgs]
+    ['system', 'user']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from memworker.contracts import TASKS, validate_input
+
+TEMPLATE_NAMES = ("SYSTEM", "EXTRACT", "CONSOLIDATE", "REFLECT")
+_TASK_LINE = "TASK: "
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+class PromptError(ValueError):
+    """A template is missing or a rendered prompt cannot be understood."""
+
+
+def prompt_dir() -> Path:
+    """The folder holding the template files (wheel install first, then the source checkout)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_prompts", here.parents[1] / "prompts"):
+        if (candidate / "SYSTEM.txt").is_file():
+            return candidate
+    raise PromptError(f"prompt templates not found next to {here} nor in the repository's prompts/")
+
+
+@cache
+def _template_bytes(name: str) -> bytes:
+    if name not in TEMPLATE_NAMES:
+        raise PromptError(f"unknown template {name!r}; known: {', '.join(TEMPLATE_NAMES)}")
+    return (prompt_dir() / f"{name}.txt").read_bytes()
+
+
+def template(name: str) -> str:
+    """Template text without its final newline."""
+    return _template_bytes(name).decode("utf-8").rstrip("\n")
+
+
+def template_hashes() -> dict[str, str]:
+    """sha256 (hex) of each template file's bytes, keyed SYSTEM/EXTRACT/CONSOLIDATE/REFLECT."""
+    return {name: hashlib.sha256(_template_bytes(name)).hexdigest() for name in TEMPLATE_NAMES}
+
+
+def system_prompt() -> str:
+    return template("SYSTEM")
+
+
+# --- rendering of task inputs -------------------------------------------------------------------
+
+def format_event(event: dict[str, Any]) -> str:
+    """`[2] 2025-10-08T09:12:00+02:00 tool (untrusted): text` — the text is copied unchanged so
+    that quotes the model copies from the prompt are exact substrings of the event."""
+    role = event["role"] if event["trusted"] else f"{event['role']} (untrusted)"
+    return f"[{event['index']}] {event['timestamp']} {role}: {event['text']}"
+
+
+def format_existing_fact(fact: dict[str, Any]) -> str:
+    since = f" (since {fact['valid_from']})" if fact.get("valid_from") else ""
+    return f"{fact['id']}: {fact['statement']}{since}"
+
+
+def format_fact(fact: dict[str, Any]) -> str:
+    return f"{fact['id']}: {fact['statement']}"
+
+
+def format_evidence(item: dict[str, Any]) -> str:
+    return f"{item['id']} ({item['timestamp']}): {item['text']}"
+
+
+def _lines(items: list[dict[str, Any]], fmt) -> str:
+    return "\n".join(fmt(item) for item in items) if items else "(none)"
+
+
+def _fields(task: str, inputs: dict[str, Any]) -> dict[str, str]:
+    if task == "extract":
+        return {
+            "existing_facts": _lines(inputs["existing_facts"], format_existing_fact),
+            "events": _lines(inputs["events"], format_event),
+        }
+    if task == "consolidate":
+        return {"facts": _lines(inputs["facts"], format_fact)}
+    return {
+        "question": inputs["question"],
+        "asked_at": inputs["asked_at"],
+        "evidence": _lines(inputs["evidence"], format_evidence),
+    }
+
+
+def render_user(task: str, inputs: dict[str, Any]) -> str:
+    """The user message for `task`; validates `inputs` against the task's input contract."""
+    validate_input(task, inputs)
+    fields = _fields(task, inputs)
+    # one pass, so that input text containing "{{...}}" is never substituted again
+    return _PLACEHOLDER.sub(lambda m: fields[m.group(1)], template(task.upper()))
+
+
+def render(task: str, inputs: dict[str, Any]) -> list[dict[str, str]]:
+    """Chat messages [system, user] for one task row. Always passes our system prompt (the base
+    model's chat template would otherwise inject its own)."""
+    return [
+        {"role": "system", "content": system_prompt()},
+        {"role": "user", "content": render_user(task, inputs)},
+    ]
+
+
+def to_chatml(messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """ChatML text of `messages` as both registry bases (SmolLM2, Qwen3-Instruct) format it; this is
+    the raw prompt sent to backends that take text (Ollama `raw=True`)."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+def detect_task(rendered: str) -> str:
+    """The task of a rendered prompt (plain user message, chat messages as text, or ChatML)."""
+    for line in rendered.splitlines():
+        if line.startswith(_TASK_LINE):
+            task = line[len(_TASK_LINE):].strip()
+            if task in TASKS:
+                return task
+    raise PromptError("cannot tell the task: the prompt has no 'TASK: extract|consolidate|reflect' line")

@@ -1,0 +1,64 @@
+"""Candidate quote spans of an event: the only strings a claim may quote from it.
+
+The codec's dynamic schema offers exactly these spans per event (an enum), and the corpus builds
+its gold quotes from them, so every training target is representable under the grammar. Spans
+are exact substrings of the event text: the whole text, each line, each sentence, and each clause
+of a sentence (split at , ; : and dashes), stripped of surrounding whitespace. Spans that contain
+a credential-shaped string are never offered. Order is deterministic (document order, longest
+first at each position), duplicates removed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memworker.safety import contains_credential
+
+MAX_SPAN_CHARS = 600
+MAX_SPANS_PER_EVENT = 40
+MIN_SPAN_CHARS = 3
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:]\s+|\s[-–—]\s)")
+
+
+def _pieces(text: str, start: int, splitter: re.Pattern[str]) -> list[tuple[int, str]]:
+    """(offset, piece) for the parts of text[start:...] between splitter matches."""
+    out, last = [], 0
+    for m in splitter.finditer(text):
+        out.append((start + last, text[last:m.start()]))
+        last = m.end()
+    out.append((start + last, text[last:]))
+    return out
+
+
+def _strip(offset: int, piece: str) -> tuple[int, str]:
+    stripped = piece.strip()
+    return offset + (len(piece) - len(piece.lstrip())), stripped
+
+
+def candidate_spans(text: str) -> list[str]:
+    """The quotable spans of one event's text (may be empty: such an event cannot be cited)."""
+    found: list[tuple[int, int, str]] = []  # (offset, -length, span)
+
+    def add(offset: int, piece: str) -> None:
+        offset, piece = _strip(offset, piece)
+        if MIN_SPAN_CHARS <= len(piece) <= MAX_SPAN_CHARS and not contains_credential(piece):
+            found.append((offset, -len(piece), piece))
+
+    add(0, text)
+    line_offset = 0
+    for line in text.split("\n"):
+        add(line_offset, line)
+        for s_off, sentence in _pieces(line, line_offset, _SENTENCE_END):
+            add(s_off, sentence)
+            for c_off, clause in _pieces(sentence, s_off, _CLAUSE_SPLIT):
+                add(c_off, clause)
+        line_offset += len(line) + 1
+    seen: set[str] = set()
+    spans = []
+    for _, _, span in sorted(found):
+        if span not in seen:
+            seen.add(span)
+            spans.append(span)
+    return spans[:MAX_SPANS_PER_EVENT]
