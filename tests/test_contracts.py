@@ -1,0 +1,120 @@
+import copy
+import json
+
+import pytest
+
+from memworker import contracts
+from memworker.contracts import ContractError, errors, load_schema, validate
+from tests.helpers import embedded_gguf, episode
+
+CLAIM = {
+    "source_indices": [0], "quotes": ["I moved to Lisbon last week."],
+    "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
+    "value": "Lisbon", "statement": "The user lives in Lisbon.", "kind": "fact",
+    "time_expression": "last week", "date": "2025-09-29", "date_precision": "day",
+    "is_correction": True, "supersedes": ["F1"], "confidence": 0.9,
+}
+
+
+def test_every_schema_is_valid_draft_2020_12():
+    for name in contracts.SCHEMA_NAMES:
+        schema = load_schema(name)
+        contracts._validator(name)  # check_schema raises on an invalid schema
+        assert schema.get("type") == "object" or "anyOf" in schema
+
+
+def test_good_documents_validate():
+    validate("episode", episode())
+    validate("extract_output", {"claims": [CLAIM]})
+    validate("extract_output", {"claims": []})
+    validate("consolidate_input", {"facts": [{"id": "F1", "statement": "x"}]})
+    validate("consolidate_output", {"observations": [{"statement": "s", "supports": ["F1", "F2"]}]})
+    validate("reflect_input", {"question": "q?", "asked_at": "2025-10-08T09:00:00Z",
+                               "evidence": [{"id": "E1", "timestamp": "2025-10-01T10:00:00+00:00",
+                                             "text": "t"}]})
+    validate("reflect_output", {"answer": "a", "citations": ["E1"], "insufficient_evidence": False})
+    validate("reflect_output", {"answer": "unknown", "citations": [], "insufficient_evidence": True})
+
+
+@pytest.mark.parametrize("name,doc,fragment", [
+    ("reflect_output", {"answer": "a", "citations": ["E1"], "insufficient_evidence": True}, ""),
+    ("reflect_output", {"answer": "a", "citations": [], "insufficient_evidence": False}, ""),
+    ("consolidate_output", {"observations": [{"statement": "s", "supports": ["F1"]}]},
+     "observations/0/supports"),
+    ("consolidate_output", {"observations": [{"statement": "s", "supports": ["F1", "F1"]}]},
+     "observations/0/supports"),
+    ("extract_output", {"claims": [{**CLAIM, "date": "2025-09-29T00:00"}]}, "claims/0/date"),
+    ("extract_output", {"claims": [{**CLAIM, "predicate": "Lives In"}]}, "claims/0/predicate"),
+    ("extract_output", {"claims": [{**CLAIM, "confidence": 1.5}]}, "claims/0/confidence"),
+    ("extract_output", {"claims": [{**CLAIM, "extra": 1}]}, "claims/0"),
+    ("extract_output", {"claims": [{**CLAIM, "quotes": []}]}, "claims/0/quotes"),
+    ("extract_output", {"claims": [{**CLAIM, "kind": "rumour"}]}, "claims/0/kind"),
+])
+def test_bad_outputs_are_rejected_with_their_path(name, doc, fragment):
+    with pytest.raises(ContractError) as info:
+        validate(name, doc)
+    assert info.value.schema == name
+    assert any(e.startswith(fragment) for e in info.value.errors), info.value.errors
+
+
+def test_naive_timestamp_and_unknown_role_are_rejected():
+    bad = episode()
+    bad["events"][0]["timestamp"] = "2025-10-08T09:12:00"
+    bad["events"][1]["role"] = "system"
+    found = errors("episode", bad)
+    assert any(e.startswith("events/0/timestamp") for e in found)
+    assert any(e.startswith("events/1/role") for e in found)
+
+
+def test_wire_schema_is_the_contract_with_choices_not_dates():
+    wire = load_schema("extract_wire")["properties"]["claims"]["items"]["properties"]
+    canon = load_schema("extract_output")["properties"]["claims"]["items"]["properties"]
+    assert "date" not in wire and "date_precision" not in wire
+    assert wire["confidence"] == {"enum": ["low", "medium", "high"]}
+    for shared in ("subject", "predicate", "value", "statement", "kind", "supersedes"):
+        assert wire[shared] == canon[shared]
+
+
+def test_unknown_names_fail_clearly():
+    with pytest.raises(KeyError, match="unknown schema"):
+        load_schema("nope")
+    with pytest.raises(ValueError, match="unknown task"):
+        contracts.validate_input("summarise", {})
+
+
+def test_load_schema_returns_a_copy():
+    a = load_schema("episode")
+    a["properties"].clear()
+    assert load_schema("episode")["properties"]
+
+
+@pytest.fixture(scope="module")
+def vocab_model():
+    import llama_cpp
+
+    model = llama_cpp.Llama(str(embedded_gguf()), vocab_only=True, verbose=False)
+    yield model
+    model.close()
+
+
+@pytest.mark.parametrize("name", contracts.SCHEMA_NAMES)
+def test_each_schema_converts_to_a_llama_cpp_grammar(name, vocab_model):
+    """llama.cpp's own converter accepts the schema and llama.cpp's grammar parser accepts the
+    result (a NULL sampler means the grammar did not parse)."""
+    import llama_cpp
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(load_schema(name)))
+    assert "root ::=" in gbnf
+    vocab = llama_cpp.llama_model_get_vocab(vocab_model._model.model)
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root")
+    assert sampler, f"llama.cpp could not parse the grammar of {name}"
+    llama_cpp.llama_sampler_free(sampler)
+    broken = llama_cpp.llama_sampler_init_grammar(vocab, b"root ::= (", b"root")
+    assert not broken  # the check above can fail
+
+
+def test_contract_error_message_lists_violations():
+    doc = copy.deepcopy({"claims": [{**CLAIM, "kind": "x", "confidence": 2}]})
+    with pytest.raises(ContractError, match=r"extract_output: claims/0/confidence"):
+        validate("extract_output", doc)
