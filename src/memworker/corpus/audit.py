@@ -1,0 +1,431 @@
+"""Audit of corpus rows (CORPUS_SPEC § Audit) and the repair-from-truth step.
+
+`audit_row` checks one row on its own: schema validity of input and gold, exact and quotable
+spans, known ids, behaviour invariants (secrets, injections, rejected/undecided/failed values,
+corrections, hedges, exceptions, sources), and dates (detected expression, resolver agreement, no
+clock time on date-only expressions). `audit_rows` adds corpus-level checks (family split,
+duplicate ids). Every problem is a `Violation` with a stable code; the build excludes rows that
+still fail after `repair_from_truth` and counts them by code in the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from memworker import contracts, temporal, wire
+from memworker.corpus.behaviours import HEDGES
+from memworker.safety import contains_credential, is_memory_control
+from memworker.spans import candidate_spans
+
+#: every code the audit can report (the manifest lists counts for these)
+CODES = (
+    "schema_input",
+    "schema_gold",
+    "unknown_event_index",
+    "quote_not_in_event",
+    "quote_not_span",
+    "unknown_fact_id",
+    "unknown_evidence_id",
+    "secret_in_field",
+    "injection_obeyed",
+    "rejected_suggestion_stored",
+    "negated_option_claimed",
+    "undecided_option_claimed",
+    "failed_command_claimed",
+    "assistant_only_source",
+    "correction_inconsistent",
+    "belief_unhedged",
+    "exception_dropped",
+    "missing_source",
+    "unsupported_claim",
+    "missing_required",
+    "duplicate_claim",
+    "time_expression_not_detected",
+    "date_mismatch",
+    "clock_time_on_date_only",
+    "date_without_expression",
+    "statement_has_time_expression",
+    "undated_time_expression",
+    "wire_roundtrip",
+    "observation_unhedged",
+    "observation_mismatch",
+    "answerable_mismatch",
+    "citation_mismatch",
+    "stale_answer",
+    "injected_evidence_cited",
+    "cross_split_family",
+    "wrong_split",
+    "duplicate_id",
+    "too_long",
+    "teacher_changed_meaning",
+)
+_FORBIDDEN_CODE = {
+    "secret": "secret_in_field",
+    "injected": "injection_obeyed",
+    "rejected_suggestion": "rejected_suggestion_stored",
+    "negated": "negated_option_claimed",
+    "undecided": "undecided_option_claimed",
+    "failed_command": "failed_command_claimed",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+def norm(text: str | None) -> str:
+    """Normalised text for matching: NFKC, lower case, punctuation and extra spaces removed."""
+    if text is None:
+        return ""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def _mentions(text: str, phrase: str) -> bool:
+    """Whole-word, case-insensitive occurrence of `phrase` in `text` ("npm" not in "pnpm")."""
+    if not phrase:
+        return False
+    return re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text, re.I) is not None
+
+
+def _strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return []
+
+
+@lru_cache(maxsize=4096)
+def _spans(text: str) -> frozenset[str]:
+    return frozenset(candidate_spans(text))
+
+
+@lru_cache(maxsize=4096)
+def _expressions(text: str) -> tuple[str, ...]:
+    return tuple(temporal.find_expressions(text))
+
+
+# ------------------------------------------------------------------------------------ rows
+
+
+def audit_row(row: dict[str, Any]) -> list[Violation]:
+    """Every violation of one row (empty when the row is sound)."""
+    out: list[Violation] = []
+    task, inp, gold = row["task"], row["input"], row["gold"]
+    for name, doc, code in (
+        (contracts.TASK_SCHEMAS[task][0], inp, "schema_input"),
+        (contracts.TASK_SCHEMAS[task][1], gold, "schema_gold"),
+    ):
+        out += [Violation(code, e) for e in contracts.errors(name, doc)]
+    if out:
+        return out  # the checks below assume the documented shapes
+    for s in _strings(gold):
+        if contains_credential(s):
+            out.append(Violation("secret_in_field", f"credential-shaped text in {s[:60]!r}"))
+            break
+    for item in row.get("truth", {}).get("forbidden", []):
+        if item["reason"] == "secret" and any(item["text"] in s for s in _strings(gold)):
+            out.append(Violation("secret_in_field", "a secret of the episode is in the gold"))
+    out += {
+        "extract": _audit_extract,
+        "consolidate": _audit_consolidate,
+        "reflect": _audit_reflect,
+    }[task](row)
+    try:
+        answer = json.loads(wire.dump_answer(task, wire.to_wire(task, gold)))
+        if wire.from_wire(task, answer, inp) != gold:
+            out.append(Violation("wire_roundtrip", "wire form does not convert back"))
+    except (ValueError, KeyError, temporal.UnresolvableExpression) as exc:
+        out.append(Violation("wire_roundtrip", str(exc)))
+    return out
+
+
+def _truth_key(subject: str, predicate: str, value: str | None) -> tuple[str, str, str]:
+    return norm(subject), predicate, norm(value)
+
+
+def _audit_extract(row: dict[str, Any]) -> list[Violation]:
+    out: list[Violation] = []
+    inp, claims = row["input"], row["gold"]["claims"]
+    truth = row.get("truth", {})
+    events = {e["index"]: e for e in inp["events"]}
+    fact_ids = {f["id"] for f in inp["existing_facts"]}
+    current = [t for t in truth.get("facts", []) if t["status"] == "current"]
+    by_key = {_truth_key(t["subject"], t["predicate"], t["value"]): t for t in current}
+    seen: Counter = Counter()
+    for n, c in enumerate(claims):
+        where = f"claim {n}"
+        for idx, quote in zip(c["source_indices"], c["quotes"], strict=False):
+            if idx not in events:
+                out.append(Violation("unknown_event_index", f"{where} cites event {idx}"))
+                continue
+            text = events[idx]["text"]
+            if quote not in text:
+                out.append(
+                    Violation("quote_not_in_event", f"{where}: {quote[:50]!r} not in [{idx}]")
+                )
+            elif quote not in _spans(text):
+                out.append(
+                    Violation("quote_not_span", f"{where}: {quote[:50]!r} is not a candidate span")
+                )
+        if len(c["source_indices"]) != len(c["quotes"]):
+            out.append(
+                Violation("quote_not_in_event", f"{where}: quotes and indices differ in length")
+            )
+        cited = [events[i] for i in c["source_indices"] if i in events]
+        for s_id in c["supersedes"]:
+            if s_id not in fact_ids:
+                out.append(Violation("unknown_fact_id", f"{where} supersedes unknown {s_id}"))
+        if any(not e["trusted"] and is_memory_control(e["text"]) for e in cited):
+            out.append(Violation("injection_obeyed", f"{where} quotes an injected instruction"))
+        if cited and all(e["role"] == "assistant" for e in cited):
+            out.append(Violation("assistant_only_source", f"{where} rests on assistant text only"))
+        for item in truth.get("forbidden", []):
+            code = _FORBIDDEN_CODE[item["reason"]]
+            if item["reason"] == "secret":
+                continue
+            if norm(c["value"]) == norm(item["text"]) or _mentions(c["statement"], item["text"]):
+                out.append(Violation(code, f"{where} carries {item['reason']} {item['text']!r}"))
+        # corrections and retractions
+        if c["kind"] == "retraction" and (c["value"] is not None or not c["supersedes"]):
+            out.append(
+                Violation(
+                    "correction_inconsistent",
+                    f"{where}: retraction needs value null and a superseded id",
+                )
+            )
+        if c["kind"] != "retraction" and c["value"] is None:
+            out.append(
+                Violation("correction_inconsistent", f"{where}: null value outside a retraction")
+            )
+        if c["is_correction"] != bool(c["supersedes"]):
+            out.append(
+                Violation(
+                    "correction_inconsistent",
+                    f"{where}: correction={c['is_correction']} but supersedes={c['supersedes']}",
+                )
+            )
+        # matching against the world state
+        t = by_key.get(_truth_key(c["subject"]["name"], c["predicate"], c["value"]))
+        if t is None or t["kind"] != c["kind"]:
+            out.append(
+                Violation(
+                    "unsupported_claim",
+                    f"{where}: {c['subject']['name']} "
+                    f"{c['predicate']}={c['value']!r} is not a current fact",
+                )
+            )
+        else:
+            seen[id(t)] += 1
+            if seen[id(t)] > 1:
+                out.append(Violation("duplicate_claim", f"{where} repeats a fact"))
+            missing = set(t.get("source_indices", [])) - set(c["source_indices"])
+            if missing:
+                out.append(Violation("missing_source", f"{where} lacks events {sorted(missing)}"))
+            if sorted(t.get("supersedes", [])) != sorted(c["supersedes"]):
+                out.append(
+                    Violation(
+                        "correction_inconsistent",
+                        f"{where} supersedes {c['supersedes']}, truth {t['supersedes']}",
+                    )
+                )
+            if t.get("exception") and not _mentions(c["statement"], t["exception"]):
+                out.append(Violation("exception_dropped", f"{where} loses {t['exception']!r}"))
+            if t.get("believer") and t["believer"] not in c["statement"]:
+                out.append(Violation("belief_unhedged", f"{where} loses who believes it"))
+            if (t.get("date"), t.get("date_precision")) != (c["date"], c["date_precision"]):
+                out.append(
+                    Violation(
+                        "date_mismatch",
+                        f"{where}: {c['date']} but the world state says {t.get('date')}",
+                    )
+                )
+        if c["kind"] == "belief" and not any(h in c["statement"].lower() for h in HEDGES):
+            out.append(Violation("belief_unhedged", f"{where}: no hedge in {c['statement']!r}"))
+        out += _audit_time(c, cited, where)
+    for t in current:
+        if t.get("required") and seen[id(t)] == 0:
+            out.append(
+                Violation(
+                    "missing_required",
+                    f"no claim for {t['subject']} {t['predicate']}={t['value']!r}",
+                )
+            )
+    return out
+
+
+def _audit_time(c: dict[str, Any], cited: list[dict[str, Any]], where: str) -> list[Violation]:
+    out = []
+    if _expressions(c["statement"]):
+        out.append(Violation("statement_has_time_expression", f"{where}: {c['statement']!r}"))
+    expr = c["time_expression"]
+    if expr is None:
+        if c["date"] is not None or c["date_precision"] is not None:
+            out.append(
+                Violation("date_without_expression", f"{where} has a date but no expression")
+            )
+        if any(_expressions(q) for q in c["quotes"]):
+            out.append(
+                Violation(
+                    "undated_time_expression", f"{where} quotes a time expression but has no date"
+                )
+            )
+        return out
+    if not any(expr in _expressions(e["text"]) for e in cited):
+        out.append(
+            Violation(
+                "time_expression_not_detected",
+                f"{where}: {expr!r} is not an expression found in its events",
+            )
+        )
+        return out
+    try:
+        date, precision = wire.resolve_claim_time(expr, c["source_indices"], cited)
+    except temporal.UnresolvableExpression as exc:
+        return out + [Violation("date_mismatch", str(exc))]
+    if (date, precision) != (c["date"], c["date_precision"]):
+        out.append(
+            Violation("date_mismatch", f"{where}: {expr!r} resolves to {date}, gold {c['date']}")
+        )
+    if precision != "datetime" and (c["date_precision"] == "datetime" or "T" in (c["date"] or "")):
+        out.append(Violation("clock_time_on_date_only", f"{where}: {c['date']} for {expr!r}"))
+    return out
+
+
+def _hedged(text: str) -> bool:
+    low = text.lower()
+    return any(h in low for h in HEDGES)
+
+
+def _audit_consolidate(row: dict[str, Any]) -> list[Violation]:
+    out = []
+    ids = {f["id"] for f in row["input"]["facts"]}
+    obs = row["gold"]["observations"]
+    for n, o in enumerate(obs):
+        unknown = [s for s in o["supports"] if s not in ids]
+        if unknown:
+            out.append(Violation("unknown_fact_id", f"observation {n} cites {unknown}"))
+        if not _hedged(o["statement"]):
+            out.append(Violation("observation_unhedged", f"observation {n}: {o['statement']!r}"))
+    truth = row.get("truth", {}).get("observations", [])
+    if sorted(sorted(o["supports"]) for o in obs) != sorted(sorted(t["supports"]) for t in truth):
+        out.append(Violation("observation_mismatch", "observations differ from the world state"))
+    return out
+
+
+def _audit_reflect(row: dict[str, Any]) -> list[Violation]:
+    out = []
+    gold, truth = row["gold"], row.get("truth", {})
+    ids = {e["id"] for e in row["input"]["evidence"]}
+    unknown = [c for c in gold["citations"] if c not in ids]
+    if unknown:
+        out.append(Violation("unknown_evidence_id", f"citations {unknown} are not in the evidence"))
+    if truth.get("answerable") is not None and truth["answerable"] == gold["insufficient_evidence"]:
+        out.append(
+            Violation("answerable_mismatch", "insufficient_evidence disagrees with the world state")
+        )
+    if sorted(gold["citations"]) != sorted(truth.get("gold_citations", gold["citations"])):
+        out.append(Violation("citation_mismatch", "citations differ from the world state"))
+    injected = set(truth.get("injected_evidence", []))
+    if injected & set(gold["citations"]):
+        out.append(Violation("injected_evidence_cited", "an injected instruction is cited"))
+    for value in truth.get("stale", []):
+        if _mentions(gold["answer"], value):
+            out.append(Violation("stale_answer", f"answer states the outdated {value!r}"))
+    for item in truth.get("forbidden", []):
+        if item["reason"] == "injected" and _mentions(gold["answer"], item["text"]):
+            out.append(Violation("injection_obeyed", f"answer repeats injected {item['text']!r}"))
+    return out
+
+
+# ---------------------------------------------------------------------------------- corpus
+
+
+def audit_rows(
+    rows: list[dict[str, Any]], family_splits: dict[str, str] | None = None
+) -> dict[str, list[Violation]]:
+    """Violations per row id, including corpus-level ones (family in two splits, a row in a
+    split other than its family's, duplicate ids). Rows without violations are absent."""
+    found: dict[str, list[Violation]] = {}
+    splits_of: dict[str, set[str]] = {}
+    ids: Counter = Counter(r["id"] for r in rows)
+    for r in rows:
+        splits_of.setdefault(r["family"], set()).add(r["split"])
+    for r in rows:
+        v = audit_row(r)
+        if len(splits_of[r["family"]]) > 1:
+            v.append(
+                Violation(
+                    "cross_split_family",
+                    f"family {r['family']} is in {sorted(splits_of[r['family']])}",
+                )
+            )
+        if family_splits is not None and family_splits.get(r["family"]) != r["split"]:
+            v.append(
+                Violation(
+                    "wrong_split",
+                    f"{r['family']} belongs to "
+                    f"{family_splits.get(r['family'])}, row is in {r['split']}",
+                )
+            )
+        if ids[r["id"]] > 1:
+            v.append(Violation("duplicate_id", r["id"]))
+        if v:
+            found[r["id"]] = v
+    return found
+
+
+def repair_from_truth(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its gold rebuilt from the structured truth (the world state)."""
+    truth, task = row["truth"], row["task"]
+    if task == "extract":
+        claims = []
+        for t in truth["facts"]:
+            if t["status"] != "current":
+                continue
+            claims.append(
+                {
+                    "source_indices": list(t["source_indices"]),
+                    "quotes": list(t["quotes"]),
+                    "subject": {"name": t["subject"], "type": t["subject_type"]},
+                    "predicate": t["predicate"],
+                    "value": t["value"],
+                    "statement": t["statement"],
+                    "kind": t["kind"],
+                    "time_expression": t["time_expression"],
+                    "date": t["date"],
+                    "date_precision": t["date_precision"],
+                    "is_correction": t["is_correction"],
+                    "supersedes": list(t["supersedes"]),
+                    "confidence": t["confidence"],
+                }
+            )
+        gold = {"claims": claims}
+    elif task == "consolidate":
+        gold = {
+            "observations": [
+                {"statement": t["statement"], "supports": list(t["supports"])}
+                for t in truth["observations"]
+            ]
+        }
+    else:
+        gold = {
+            "answer": truth["expected_answer"],
+            "citations": list(truth["gold_citations"]),
+            "insufficient_evidence": not truth["answerable"],
+        }
+    return {**row, "gold": gold}

@@ -1,0 +1,405 @@
+"""Build, audit, split-check and freeze a corpus; verify and load a frozen one.
+
+Layout of a built corpus (other stages depend on it):
+
+    DIR/manifest.json                   counts, sha256 of every file, checks, held-out ids
+    DIR/canonical/{train,val,test}.jsonl  rows with input, canonical gold and structured truth
+    DIR/wire/{train,val,test}.jsonl       the chat messages the trainer sees
+    DIR/heldout.jsonl                   64 canonical test rows frozen for evaluation
+    DIR/coverage.png                    domains x behaviours per split
+
+Order of work: plan families and split them by hash (before generating anything), generate every
+episode, optionally paraphrase with a teacher, audit (repair from truth or exclude), count tokens
+(exclude rows over the limit), check leakage between splits (exclude val/test rows that repeat a
+train prompt, exactly or after normalisation), choose the held-out rows, write and hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from memworker import wire
+from memworker.corpus import audit as A
+from memworker.corpus.behaviours import BEHAVIOURS
+from memworker.corpus.coding import CODING, POOLS_WITH_CODING
+from memworker.corpus.domains import GENERAL
+from memworker.corpus.episode import make_episode
+from memworker.corpus.pools import SPLITS, assign_family_splits, unit_hash
+from memworker.corpus.world import make_family
+from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
+from memworker.prompts import render, template_hashes
+
+GENERATOR_VERSION = "1.0.0"
+DEFAULT_EPISODES = 1300
+MAX_FAMILIES = 320
+HELDOUT_ROWS = 64
+MANIFEST = "manifest.json"
+
+
+class CorpusIntegrityError(ValueError):
+    """A frozen corpus does not match its manifest (missing, edited or corrupted file)."""
+
+
+# ---------------------------------------------------------------------------------- planning
+
+def domains_for(kind: str):
+    if kind == "general":
+        return GENERAL
+    if kind == "coding":
+        return (CODING,)
+    raise ValueError(f"unknown corpus domain {kind!r}; expected 'general' or 'coding'")
+
+
+def plan(kind: str, episodes: int) -> tuple[list[tuple[str, Any]], dict[str, str],
+                                             list[tuple[str, str, int]]]:
+    """(families [(id, domain)], family -> split, episodes [(episode id, family id, slot)]).
+    Families per domain: 4 episodes each on average, at least 3 (one per split), capped so the
+    whole corpus has at most MAX_FAMILIES."""
+    doms = domains_for(kind)
+    per_domain = max(3, min(MAX_FAMILIES // len(doms), episodes // (4 * len(doms))))
+    width = len(str(per_domain - 1))
+    families = [(f"{d.key}-{i:0{width}d}", d) for d in doms for i in range(per_domain)]
+    splits = assign_family_splits([f for f, _ in families], {f: d.key for f, d in families})
+    plan_eps = []
+    for n, d in enumerate(doms):
+        count = episodes // len(doms) + (1 if n < episodes % len(doms) else 0)
+        fams = [f for f, dd in families if dd is d]
+        for j in range(count):
+            fid = fams[j % len(fams)]
+            plan_eps.append((f"{fid}-e{j // len(fams):02d}", fid, j))
+    return families, splits, plan_eps
+
+
+def _log(progress: bool, msg: str) -> None:
+    if progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------- checks
+
+def prompt_text(row: dict[str, Any]) -> str:
+    return render(row["task"], row["input"])[1]["content"]
+
+
+def normalise_prompt(text: str) -> str:
+    """Text for near-duplicate detection: lower case, digits as 0, punctuation and runs of
+    whitespace collapsed (timestamps, ids and spacing do not make two prompts different)."""
+    text = re.sub(r"\d", "0", text.lower())
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def leakage(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(report, {row id: reason}) for val/test rows whose prompt repeats a train prompt."""
+    fam_splits: dict[str, set[str]] = {}
+    for r in rows:
+        fam_splits.setdefault(r["family"], set()).add(r["split"])
+    shared = sorted(f for f, s in fam_splits.items() if len(s) > 1)
+    exact_train = {_digest(prompt_text(r)) for r in rows if r["split"] == "train"}
+    near_train = {_digest(normalise_prompt(prompt_text(r))) for r in rows if r["split"] == "train"}
+    excluded: dict[str, str] = {}
+    exact = Counter()
+    near = Counter()
+    for r in rows:
+        if r["split"] == "train":
+            continue
+        text = prompt_text(r)
+        if _digest(text) in exact_train:
+            exact[r["split"]] += 1
+            excluded[r["id"]] = "exact_prompt_overlap"
+        elif _digest(normalise_prompt(text)) in near_train:
+            near[r["split"]] += 1
+            excluded[r["id"]] = "near_duplicate"
+    report = {
+        "family_disjoint": not shared,
+        "families_in_several_splits": shared,
+        "exact_prompt_overlap_found": {s: exact[s] for s in ("val", "test")},
+        "near_duplicates_found": {s: near[s] for s in ("val", "test")},
+        "near_duplicate_rule": "sha256 of the user prompt lower-cased, digits as 0, punctuation "
+                               "and whitespace collapsed; val/test rows matching a train row "
+                               "are excluded",
+        "overlap_after_exclusion": 0,
+    }
+    return report, excluded
+
+
+def choose_heldout(test_rows: list[dict[str, Any]], domains: list[str]) -> list[dict[str, Any]]:
+    """HELDOUT_ROWS test rows, per domain 2 extract : 1 consolidate : 1 reflect, each from a
+    different episode, in order of sha256 of the row id."""
+    per = HELDOUT_ROWS // len(domains) // 4
+    quota = {"extract": 2 * per, "consolidate": per, "reflect": per}
+    chosen: list[dict[str, Any]] = []
+    for d in domains:
+        used: set[str] = set()
+        rows = sorted((r for r in test_rows if r["domain"] == d),
+                      key=lambda r: (unit_hash("heldout", r["id"]), r["id"]))
+        for task in ("extract", "consolidate", "reflect"):
+            taken = 0
+            for r in rows:
+                if taken == quota[task]:
+                    break
+                if r["task"] == task and r["episode"] not in used:
+                    chosen.append(r)
+                    used.add(r["episode"])
+                    taken += 1
+    return chosen
+
+
+def split_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    extract = [r for r in rows if r["task"] == "extract"]
+    reflect = [r for r in rows if r["task"] == "reflect"]
+    consolidate = [r for r in rows if r["task"] == "consolidate"]
+    empty = sum(1 for r in extract if not r["gold"]["claims"])
+    insufficient = sum(1 for r in reflect if r["gold"]["insufficient_evidence"])
+    behaviours = Counter(b for r in rows for b in r["behaviours"])
+    return {
+        "rows": len(rows),
+        "episodes": len({r["episode"] for r in rows}),
+        "families": len({r["family"] for r in rows}),
+        "tasks": {t: sum(1 for r in rows if r["task"] == t)
+                  for t in ("extract", "consolidate", "reflect")},
+        "domains": dict(sorted(Counter(r["domain"] for r in rows).items())),
+        "behaviours": {b: behaviours[b] for b in BEHAVIOURS},
+        "empty_extractions": empty,
+        "empty_extraction_share": round(empty / len(extract), 4) if extract else 0.0,
+        "insufficient_reflections": insufficient,
+        "insufficient_share": round(insufficient / len(reflect), 4) if reflect else 0.0,
+        "observations": sum(1 for r in consolidate if r["gold"]["observations"]),
+        "coding_fraction": round(sum(1 for r in rows if r["domain"] == "coding") / len(rows), 4)
+        if rows else 0.0,
+    }
+
+
+def wire_row(row: dict[str, Any]) -> dict[str, Any]:
+    answer = wire.dump_answer(row["task"], wire.to_wire(row["task"], row["gold"]))
+    return {**{k: row[k] for k in ("id", "task", "split", "domain", "family", "episode",
+                                   "behaviours")},
+            "messages": render(row["task"], row["input"])
+            + [{"role": "assistant", "content": answer}]}
+
+
+# ----------------------------------------------------------------------------------- build
+
+def rebuild_args(seed: int, episodes: int, domain: str, count_tokens: bool) -> str:
+    """The build flags that reproduce a corpus (the output folder is not recorded, so that
+    the same seed gives the same manifest wherever it is built)."""
+    return (f"--seed {seed} --episodes {episodes}"
+            + (f" --domain {domain}" if domain != "general" else "")
+            + ("" if count_tokens else " --no-tokens"))
+
+
+def dump_manifest(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+
+
+def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISODES,
+                 domain: str = "general", count_tokens: bool = True,
+                 teacher: str | None = None, teacher_model: str | None = None,
+                 teacher_max_rows: int | None = None, progress: bool = False) -> dict[str, Any]:
+    """Generate, audit, check and freeze a corpus into `out`; return its manifest."""
+    out = Path(out)
+    doms = domains_for(domain)
+    families, family_splits, episode_plan = plan(domain, episodes)
+    fam_objs = {fid: make_family(fid, d, family_splits[fid], seed, POOLS_WITH_CODING)
+                for fid, d in families}
+    _log(progress, f"generating {len(episode_plan)} episodes from {len(families)} families")
+    rows: list[dict[str, Any]] = []
+    for eid, fid, slot in episode_plan:
+        rows += make_episode(fam_objs[fid], eid, seed, slot)
+    generated = len(rows)
+
+    teacher_report = None
+    if teacher:
+        from memworker.corpus.teacher import paraphrase_rows
+
+        rows, teacher_report = paraphrase_rows(rows, teacher, teacher_model or "default",
+                                               seed=seed, max_rows=teacher_max_rows,
+                                               progress=progress)
+
+    _log(progress, f"auditing {len(rows)} rows")
+    audited = len(rows)
+    found = A.audit_rows(rows, family_splits)
+    violations = Counter(v.code for vs in found.values() for v in vs)
+    excluded: dict[str, str] = {}
+    repaired = 0
+    kept = []
+    for r in rows:
+        if r["id"] not in found:
+            kept.append(r)
+            continue
+        fixed = A.repair_from_truth(r)
+        if not A.audit_rows([fixed], family_splits):
+            kept.append(fixed)
+            repaired += 1
+        else:
+            excluded[r["id"]] = found[r["id"]][0].code
+    rows = kept
+
+    tokens: dict[str, Any] | None = None
+    per_row_tokens: dict[str, tuple[int, int]] = {}
+    if count_tokens:
+        from memworker.corpus import tokens as T
+
+        _log(progress, f"counting tokens of {len(rows)} rows")
+        wires = [wire_row(r) for r in rows]
+        counts = T.count([w["messages"] for w in wires])
+        per_row_tokens = {r["id"]: c for r, c in zip(rows, counts, strict=True)}
+        too_long = {r["id"] for r, c in zip(rows, counts, strict=True) if c[1] > T.MAX_TOKENS}
+        for rid in sorted(too_long):
+            excluded[rid] = "too_long"
+        rows = [r for r in rows if r["id"] not in too_long]
+        tokens = {"tokenizer": f"{T.GGUF_PACKAGE}/{T.GGUF_FILE}", "max_allowed": T.MAX_TOKENS,
+                  "counted": "prompt = system + user in ChatML with the assistant header; "
+                             "total = system + user + assistant answer"}
+
+    leak_report, leaked = leakage(rows)
+    excluded.update(leaked)
+    rows = [r for r in rows if r["id"] not in leaked]
+
+    by_split = {s: [r for r in rows if r["split"] == s] for s in SPLITS}
+    heldout = choose_heldout(by_split["test"], [d.key for d in doms])
+
+    if tokens is not None:
+        for s in SPLITS:
+            c = [per_row_tokens[r["id"]] for r in by_split[s]]
+            tokens[s] = ({"mean_prompt": round(mean(p for p, _ in c), 1),
+                          "max_prompt": max(p for p, _ in c),
+                          "mean_total": round(mean(t for _, t in c), 1),
+                          "max_total": max(t for _, t in c)} if c else None)
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "canonical").mkdir(exist_ok=True)
+    (out / "wire").mkdir(exist_ok=True)
+    files: dict[str, str] = {}
+    for s in SPLITS:
+        files[f"canonical/{s}.jsonl"] = write_jsonl(out / "canonical" / f"{s}.jsonl", by_split[s])
+        files[f"wire/{s}.jsonl"] = write_jsonl(out / "wire" / f"{s}.jsonl",
+                                               (wire_row(r) for r in by_split[s]))
+    files["heldout.jsonl"] = write_jsonl(out / "heldout.jsonl", heldout)
+    # The plot is a view of the counts, not data: it is not hashed, because PNG bytes depend on
+    # the matplotlib/FreeType build and the manifest must be identical on any machine.
+    from memworker.corpus.plot import coverage_counts, coverage_png
+
+    coverage_png(out / "coverage.png", coverage_counts(rows), [d.key for d in doms], SPLITS)
+
+    exclusion_reasons = Counter(excluded.values())
+    manifest: dict[str, Any] = {
+        "generator": "memworker.corpus",
+        "generator_version": GENERATOR_VERSION,
+        "seed": seed,
+        "args": {"episodes": episodes, "domain": domain, "count_tokens": count_tokens,
+                 "teacher": teacher, "teacher_model": teacher_model,
+                 "teacher_max_rows": teacher_max_rows},
+        "rebuild_args": rebuild_args(seed, episodes, domain, count_tokens),
+        "domains": [d.key for d in doms],
+        "behaviours": list(BEHAVIOURS),
+        "counts": {s: split_counts(by_split[s]) for s in SPLITS},
+        "totals": split_counts(rows),
+        "families": dict(sorted(family_splits.items())),
+        "files": dict(sorted(files.items())),
+        "prompt_templates": template_hashes(),
+        "leakage": leak_report,
+        "audit": {"rows_generated": generated, "rows_audited": audited,
+                  "rows_with_violations": len(found),
+                  "violations_by_code": dict(sorted(violations.items())),
+                  "repaired_from_truth": repaired, "rows_kept": len(rows)},
+        "exclusions": {"total": len(excluded),
+                       "by_reason": dict(sorted(exclusion_reasons.items())),
+                       "ids": dict(sorted(excluded.items()))},
+        "heldout": {"rows": len(heldout), "ids": [r["id"] for r in heldout],
+                    "rule": "per domain 2 extract, 1 consolidate, 1 reflect from distinct test "
+                            "episodes, lowest sha256('heldout', row id) first"},
+        "tokens": tokens,
+        "teacher": teacher_report,
+    }
+    manifest["manifest_sha256"] = sha256_json(manifest)
+    (out / MANIFEST).write_bytes(dump_manifest(manifest))
+    return manifest
+
+
+# -------------------------------------------------------------------------------- verify
+
+def _rebuild_hint(root: Path, manifest: dict[str, Any] | None) -> str:
+    args = (manifest or {}).get("rebuild_args") or "--seed 13"
+    return f"rebuild with `python corpus/build.py --out {root} {args}`"
+
+
+def verify_corpus(path: str | Path) -> dict[str, Any]:
+    """Check manifest.json (its own hash and bytes) and every file it lists; return the manifest.
+    Raises CorpusIntegrityError naming the first bad file and how to rebuild."""
+    root = Path(path)
+    mpath = root / MANIFEST
+    if not mpath.is_file():
+        raise CorpusIntegrityError(f"{mpath} is missing: {_rebuild_hint(root, None)}")
+    raw = mpath.read_bytes()
+    try:
+        manifest = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorpusIntegrityError(f"{mpath} is not valid JSON ({exc}): "
+                                   f"{_rebuild_hint(root, None)}") from None
+    if not isinstance(manifest, dict) or "files" not in manifest:
+        raise CorpusIntegrityError(f"{mpath} is not a corpus manifest: {_rebuild_hint(root, None)}")
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    if manifest.get("manifest_sha256") != sha256_json(body) or raw != dump_manifest(manifest):
+        raise CorpusIntegrityError(f"{mpath} was modified (its content no longer matches its "
+                                   f"recorded sha256): {_rebuild_hint(root, manifest)}")
+    for rel, expected in manifest["files"].items():
+        target = root / rel
+        if not target.is_file():
+            raise CorpusIntegrityError(f"{target} is missing (manifest lists it): "
+                                       f"{_rebuild_hint(root, manifest)}")
+        actual = sha256_file(target)
+        if actual != expected:
+            raise CorpusIntegrityError(f"{target}: sha256 mismatch: manifest says {expected}, "
+                                       f"file is {actual}: {_rebuild_hint(root, manifest)}")
+    return manifest
+
+
+def load_rows(path: str | Path, split: str, form: str = "wire") -> list[dict[str, Any]]:
+    """Rows of one split ("train", "val", "test", or "heldout" for the frozen held-out set,
+    canonical form), after verifying the whole corpus."""
+    verify_corpus(path)
+    root = Path(path)
+    if split == "heldout":
+        return read_jsonl(root / "heldout.jsonl")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS} or 'heldout'")
+    if form not in ("wire", "canonical"):
+        raise ValueError(f"unknown form {form!r}; expected 'wire' or 'canonical'")
+    return read_jsonl(root / form / f"{split}.jsonl")
+
+
+def audit_corpus(path: str | Path) -> dict[str, Any]:
+    """Re-audit a frozen corpus: verify hashes, audit every canonical row, recompute the family
+    split from the family ids, and check the held-out rows. Returns a report."""
+    manifest = verify_corpus(path)
+    root = Path(path)
+    rows = [r for s in SPLITS for r in read_jsonl(root / "canonical" / f"{s}.jsonl")]
+    fams = list(manifest["families"])
+    expected = assign_family_splits(fams, {f: f.rsplit("-", 1)[0] for f in fams})
+    problems = A.audit_rows(rows, expected)
+    codes = Counter(v.code for vs in problems.values() for v in vs)
+    examples: dict[str, str] = {}
+    for rid, vs in problems.items():
+        for v in vs:
+            examples.setdefault(v.code, f"{rid}: {v.detail}")
+    test = {r["id"]: r for r in rows if r["split"] == "test"}
+    heldout = read_jsonl(root / "heldout.jsonl")
+    heldout_ok = (all(test.get(r["id"]) == r for r in heldout)
+                  and len({r["episode"] for r in heldout}) == len(heldout)
+                  and [r["id"] for r in heldout] == manifest["heldout"]["ids"])
+    split_ok = expected == manifest["families"]
+    return {"rows": len(rows), "rows_with_violations": len(problems),
+            "violations": {c: codes[c] for c in A.CODES if codes[c]},
+            "examples": examples, "heldout_ok": heldout_ok, "family_split_ok": split_ok,
+            "exclusions_at_build": manifest["exclusions"]["by_reason"]}

@@ -1,0 +1,137 @@
+"""Command line of the corpus stage (entry script: corpus/build.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from memworker.corpus.build import (
+    DEFAULT_EPISODES,
+    CorpusIntegrityError,
+    audit_corpus,
+    build_corpus,
+    verify_corpus,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python corpus/build.py",
+        description="Build, verify or re-audit a memworker training corpus.",
+    )
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--out", metavar="DIR", help="build a corpus into DIR")
+    mode.add_argument(
+        "--verify", metavar="DIR", help="check every file of a frozen corpus against its manifest"
+    )
+    mode.add_argument(
+        "--audit", metavar="DIR", help="verify, then re-audit every row of a frozen corpus"
+    )
+    p.add_argument("--seed", type=int, default=13, help="generation seed (default 13)")
+    p.add_argument(
+        "--episodes",
+        type=int,
+        default=DEFAULT_EPISODES,
+        help=f"episodes to generate, 3 rows each (default {DEFAULT_EPISODES})",
+    )
+    p.add_argument(
+        "--domain",
+        choices=("general", "coding"),
+        default="general",
+        help="general: the 16 life domains; coding: coding-agent sessions",
+    )
+    p.add_argument(
+        "--no-tokens",
+        action="store_true",
+        help="skip counting tokens with the embedded tokenizer (faster; the "
+        "1,024-token limit is then not enforced)",
+    )
+    p.add_argument(
+        "--teacher",
+        metavar="URL",
+        help="OpenAI-compatible endpoint that paraphrases events (optional)",
+    )
+    p.add_argument("--teacher-model", metavar="NAME", help="model name sent to the teacher")
+    p.add_argument(
+        "--teacher-max-rows",
+        type=int,
+        metavar="N",
+        help="paraphrase at most N extract rows (default: all)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def _table(rows: list[tuple[str, object]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.verify:
+            m = verify_corpus(args.verify)
+            print(
+                f"ok: {args.verify}: {len(m['files'])} files match manifest "
+                f"(seed {m['seed']}, {m['totals']['rows']} rows)"
+            )
+            return 0
+        if args.audit:
+            report = audit_corpus(args.audit)
+            lines = [
+                ("rows", report["rows"]),
+                ("rows with violations", report["rows_with_violations"]),
+                ("family split matches hash", report["family_split_ok"]),
+                ("held-out rows intact", report["heldout_ok"]),
+            ]
+            lines += [(f"violation {c}", n) for c, n in report["violations"].items()]
+            lines += [
+                (f"excluded at build: {c}", n) for c, n in report["exclusions_at_build"].items()
+            ]
+            print(_table(lines))
+            for code, example in report["examples"].items():
+                print(f"  e.g. {code}: {example}")
+            ok = (
+                not report["rows_with_violations"]
+                and report["heldout_ok"]
+                and report["family_split_ok"]
+            )
+            return 0 if ok else 1
+    except CorpusIntegrityError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.teacher and not args.teacher_model:
+        print("error: --teacher needs --teacher-model", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    m = build_corpus(
+        args.out,
+        seed=args.seed,
+        episodes=args.episodes,
+        domain=args.domain,
+        count_tokens=not args.no_tokens,
+        teacher=args.teacher,
+        teacher_model=args.teacher_model,
+        teacher_max_rows=args.teacher_max_rows,
+        progress=not args.quiet,
+    )
+    took = time.perf_counter() - start
+    parts = []
+    for s in ("train", "val", "test"):
+        c = m["counts"][s]
+        parts.append(f"{s} {c['rows']} rows/{c['episodes']} episodes/{c['families']} families")
+    tok = m["tokens"]
+    tok_txt = (
+        f"; tokens max {max(tok[s]['max_total'] for s in ('train', 'val', 'test') if tok[s])}"
+        if tok
+        else "; tokens not counted"
+    )
+    print(
+        f"built {args.out} in {took:.1f}s: "
+        + ", ".join(parts)
+        + f"; excluded {m['exclusions']['total']}; held-out {m['heldout']['rows']}"
+        + tok_txt
+    )
+    return 0

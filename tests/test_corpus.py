@@ -1,0 +1,489 @@
+"""Corpus stage: generation, audit, freeze, verify, determinism, coverage (fast tier)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from memworker import temporal, wire
+from memworker.contracts import validate_input, validate_output
+from memworker.corpus import (
+    BEHAVIOURS,
+    CorpusIntegrityError,
+    audit_corpus,
+    audit_row,
+    audit_rows,
+    build_corpus,
+    calendar,
+    load_rows,
+    verify_corpus,
+)
+from memworker.corpus.build import dump_manifest, leakage
+from memworker.corpus.domains import GENERAL
+from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
+from memworker.spans import candidate_spans
+
+REPO = Path(__file__).resolve().parents[1]
+SPLITS = ("train", "val", "test")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("corpus") / "small"
+    build_corpus(out, seed=5, episodes=160, count_tokens=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_rows(small) -> list[dict]:
+    return [r for s in SPLITS for r in load_rows(small, s, form="canonical")]
+
+
+def _codes(row: dict) -> set[str]:
+    return {v.code for v in audit_row(row)}
+
+
+def _first(rows, pred):
+    for r in rows:
+        if pred(r):
+            return copy.deepcopy(r)
+    raise AssertionError("no row in the small corpus has the needed shape")
+
+
+# ----------------------------------------------------------------------- contracts and spans
+
+
+def test_every_row_is_schema_valid_and_clean(small_rows):
+    assert len(small_rows) >= 400
+    for r in small_rows:
+        validate_input(r["task"], r["input"])
+        validate_output(r["task"], r["gold"])
+    assert audit_rows(small_rows) == {}
+
+
+def test_gold_quotes_are_candidate_spans(small_rows):
+    quotes = 0
+    for r in small_rows:
+        if r["task"] != "extract":
+            continue
+        events = {e["index"]: e["text"] for e in r["input"]["events"]}
+        for c in r["gold"]["claims"]:
+            for i, q in zip(c["source_indices"], c["quotes"], strict=True):
+                assert q in candidate_spans(events[i]), (r["id"], q)
+                quotes += 1
+    assert quotes > 100
+
+
+def test_time_expressions_come_from_detector_and_dates_from_resolver(small_rows):
+    dated = 0
+    for r in small_rows:
+        if r["task"] != "extract":
+            continue
+        events = r["input"]["events"]
+        for c in r["gold"]["claims"]:
+            expr = c["time_expression"]
+            if expr is None:
+                assert c["date"] is None and c["date_precision"] is None
+                continue
+            cited = [e for e in events if e["index"] in c["source_indices"]]
+            assert any(expr in temporal.find_expressions(e["text"]) for e in cited), (r["id"], expr)
+            got = wire.resolve_claim_time(expr, c["source_indices"], events)
+            assert got == (c["date"], c["date_precision"]), (r["id"], expr)
+            assert "T" not in c["date"]  # date-only expressions never get a clock time
+            dated += 1
+    assert dated > 20
+
+
+def test_calendar_words_agree_with_resolver():
+    rng = random.Random(7)
+    for i in range(3000):
+        anchor = date(2024, 1, 1) + timedelta(days=rng.randrange(1100))
+        when = (calendar.future if i % 2 else calendar.past)(anchor, rng)
+        got = temporal.resolve(when.words, f"{anchor.isoformat()}T10:00:00-05:00")
+        assert (got.date, got.precision) == (when.date, when.precision), when
+        assert temporal.find_expressions(f"It is {when.words}.") == [when.words]
+
+
+def test_wire_rows_match_canonical(small):
+    for s in SPLITS:
+        canon = load_rows(small, s, form="canonical")
+        wired = load_rows(small, s, form="wire")
+        assert [r["id"] for r in canon] == [r["id"] for r in wired]
+        for c, w in zip(canon, wired, strict=True):
+            roles = [m["role"] for m in w["messages"]]
+            assert roles == ["system", "user", "assistant"]
+            answer = w["messages"][2]["content"]
+            assert answer == wire.dump_answer(c["task"], wire.to_wire(c["task"], c["gold"]))
+            assert wire.from_wire(c["task"], json.loads(answer), c["input"]) == c["gold"]
+
+
+# ------------------------------------------------------------------------ planted violations
+
+
+def test_audit_catches_missing_or_inexact_quote(small_rows):
+    row = _first(small_rows, lambda r: r["task"] == "extract" and r["gold"]["claims"])
+    bad = copy.deepcopy(row)
+    bad["gold"]["claims"][0]["quotes"][0] += " (and more)"
+    assert "quote_not_in_event" in _codes(bad)
+    bad = copy.deepcopy(row)
+    quote = bad["gold"]["claims"][0]["quotes"][0]
+    bad["gold"]["claims"][0]["quotes"][0] = quote[1:-1]  # a substring, but not a span
+    assert "quote_not_span" in _codes(bad)
+    bad = copy.deepcopy(row)
+    bad["gold"]["claims"][0]["quotes"] = []
+    assert "schema_gold" in _codes(bad)
+
+
+def test_audit_catches_secret_in_any_field(small_rows):
+    row = _first(
+        small_rows,
+        lambda r: (
+            r["task"] == "extract"
+            and any(f["reason"] == "secret" for f in r["truth"]["forbidden"])
+            and r["gold"]["claims"]
+        ),
+    )
+    secret = next(f["text"] for f in row["truth"]["forbidden"] if f["reason"] == "secret")
+    bad = copy.deepcopy(row)
+    bad["gold"]["claims"][0]["value"] = secret
+    assert "secret_in_field" in _codes(bad)
+    for task in ("consolidate", "reflect"):
+        other = _first(small_rows, lambda r, t=task: r["task"] == t)
+        if task == "reflect":
+            other["gold"]["answer"] = "The password is hunter2!xyz"
+        else:
+            other["gold"]["observations"] = [
+                {"statement": "api key: sk-abcdefghijklmnop1234", "supports": ["F1", "F2"]}
+            ]
+        assert "secret_in_field" in _codes(other)
+
+
+def test_audit_catches_obeyed_injection(small_rows):
+    row = _first(
+        small_rows,
+        lambda r: (
+            r["task"] == "extract"
+            and any(f["reason"] == "injected" for f in r["truth"]["forbidden"])
+        ),
+    )
+    injected = next(t for t in row["truth"]["facts"] if t["status"] == "injected")
+    event = next(
+        e for e in row["input"]["events"] if not e["trusted"] and injected["value"] in e["text"]
+    )
+    quote = next(s for s in candidate_spans(event["text"]) if injected["value"] in s)
+    row["gold"]["claims"].append(
+        {
+            "source_indices": [event["index"]],
+            "quotes": [quote],
+            "subject": {"name": injected["subject"], "type": "person"},
+            "predicate": injected["predicate"],
+            "value": injected["value"],
+            "statement": f"{injected['subject']} has {injected['value']}.",
+            "kind": "fact",
+            "time_expression": None,
+            "date": None,
+            "date_precision": None,
+            "is_correction": False,
+            "supersedes": [],
+            "confidence": 0.9,
+        }
+    )
+    codes = _codes(row)
+    assert "injection_obeyed" in codes and "unsupported_claim" in codes
+
+
+def test_audit_catches_rejected_suggestion_and_undecided_option(small_rows):
+    for reason, code in (
+        ("rejected_suggestion", "rejected_suggestion_stored"),
+        ("undecided", "undecided_option_claimed"),
+    ):
+        row = _first(
+            small_rows,
+            lambda r, rs=reason: (
+                r["task"] == "extract"
+                and r["gold"]["claims"]
+                and any(f["reason"] == rs for f in r["truth"]["forbidden"])
+            ),
+        )
+        value = next(f["text"] for f in row["truth"]["forbidden"] if f["reason"] == reason)
+        row["gold"]["claims"][0]["value"] = value
+        assert code in _codes(row)
+
+
+def test_audit_catches_wrong_date_and_clock_time(small_rows):
+    row = _first(
+        small_rows,
+        lambda r: (
+            r["task"] == "extract"
+            and any(c["date_precision"] == "day" for c in r["gold"]["claims"])
+        ),
+    )
+    n = next(i for i, c in enumerate(row["gold"]["claims"]) if c["date_precision"] == "day")
+    bad = copy.deepcopy(row)
+    day = date.fromisoformat(bad["gold"]["claims"][n]["date"]) + timedelta(days=1)
+    bad["gold"]["claims"][n]["date"] = day.isoformat()
+    assert "date_mismatch" in _codes(bad)
+    bad = copy.deepcopy(row)
+    bad["gold"]["claims"][n]["date"] += "T09:00:00+00:00"
+    bad["gold"]["claims"][n]["date_precision"] = "datetime"
+    assert "clock_time_on_date_only" in _codes(bad)
+    bad = copy.deepcopy(row)
+    bad["gold"]["claims"][n]["time_expression"] = "next century"
+    assert "time_expression_not_detected" in _codes(bad)
+
+
+def test_audit_catches_unknown_cited_ids(small_rows):
+    row = _first(
+        small_rows,
+        lambda r: r["task"] == "extract" and any(c["supersedes"] for c in r["gold"]["claims"]),
+    )
+    c = next(c for c in row["gold"]["claims"] if c["supersedes"])
+    c["supersedes"] = ["F99"]
+    assert "unknown_fact_id" in _codes(row)
+    row = _first(small_rows, lambda r: r["task"] == "extract" and r["gold"]["claims"])
+    row["gold"]["claims"][0]["source_indices"][0] = 199
+    assert "unknown_event_index" in _codes(row)
+    row = _first(
+        small_rows, lambda r: r["task"] == "reflect" and not r["gold"]["insufficient_evidence"]
+    )
+    row["gold"]["citations"] = ["E99"]
+    assert "unknown_evidence_id" in _codes(row)
+    row = _first(small_rows, lambda r: r["task"] == "consolidate" and r["gold"]["observations"])
+    row["gold"]["observations"][0]["supports"][0] = "F99"
+    assert "unknown_fact_id" in _codes(row)
+
+
+def test_audit_catches_label_semantics(small_rows):
+    row = _first(
+        small_rows,
+        lambda r: (
+            r["task"] == "extract" and any(c["kind"] == "retraction" for c in r["gold"]["claims"])
+        ),
+    )
+    c = next(c for c in row["gold"]["claims"] if c["kind"] == "retraction")
+    c["value"] = "something new"
+    assert "correction_inconsistent" in _codes(row)
+    row = _first(
+        small_rows,
+        lambda r: (
+            r["task"] == "extract" and any(c["kind"] == "belief" for c in r["gold"]["claims"])
+        ),
+    )
+    c = next(c for c in row["gold"]["claims"] if c["kind"] == "belief")
+    c["statement"] = f"{c['subject']['name']} has {c['value']}."
+    assert "belief_unhedged" in _codes(row)
+    row = _first(small_rows, lambda r: r["task"] == "consolidate" and r["gold"]["observations"])
+    row["gold"]["observations"][0]["statement"] = "They are training for a race."
+    assert "observation_unhedged" in _codes(row)
+    row = _first(
+        small_rows, lambda r: r["task"] == "reflect" and r["gold"]["insufficient_evidence"]
+    )
+    row["gold"] = {
+        "answer": "A guess.",
+        "citations": [row["input"]["evidence"][0]["id"]],
+        "insufficient_evidence": False,
+    }
+    assert {"answerable_mismatch", "citation_mismatch"} <= _codes(row)
+
+
+def test_audit_catches_cross_split_family(small_rows):
+    rows = copy.deepcopy(small_rows)
+    moved = next(r for r in rows if r["split"] == "train")
+    moved["split"] = "test"
+    found = audit_rows(rows)
+    assert "cross_split_family" in {v.code for v in found[moved["id"]]}
+    expected = {r["family"]: r["split"] for r in small_rows}
+    found = audit_rows([moved], expected)
+    assert "wrong_split" in {v.code for v in found[moved["id"]]}
+
+
+def test_leakage_excludes_repeated_prompts(small_rows):
+    train = next(r for r in small_rows if r["split"] == "train" and r["task"] == "extract")
+    exact = {**copy.deepcopy(train), "id": "copy-exact", "split": "test"}
+    near = copy.deepcopy(train)
+    near.update(id="copy-near", split="val")
+    for e in near["input"]["events"]:
+        e["timestamp"] = e["timestamp"].replace("0", "1", 1)
+    report, excluded = leakage(small_rows + [exact, near])
+    assert excluded == {"copy-exact": "exact_prompt_overlap", "copy-near": "near_duplicate"}
+    assert report["family_disjoint"] is False  # the copies put a train family in val/test
+    clean, none = leakage(small_rows)
+    assert none == {} and clean["family_disjoint"] is True
+
+
+# ------------------------------------------------------------------------ freeze and verify
+
+
+def test_manifest_records_checks(small):
+    m = verify_corpus(small)
+    assert set(m["files"]) == {f"{f}/{s}.jsonl" for f in ("canonical", "wire") for s in SPLITS} | {
+        "heldout.jsonl",
+    }
+    assert m["prompt_templates"].keys() == {"SYSTEM", "EXTRACT", "CONSOLIDATE", "REFLECT"}
+    assert m["leakage"]["family_disjoint"] is True
+    assert m["audit"]["rows_generated"] == 480
+    assert m["tokens"] is None and "--no-tokens" in m["rebuild_args"]
+    assert (small / "coverage.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fams = {s: {r["family"] for r in load_rows(small, s, "canonical")} for s in SPLITS}
+    assert not (
+        fams["train"] & fams["val"] or fams["train"] & fams["test"] or fams["val"] & fams["test"]
+    )
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "canonical/train.jsonl",
+        "canonical/val.jsonl",
+        "canonical/test.jsonl",
+        "wire/train.jsonl",
+        "wire/val.jsonl",
+        "wire/test.jsonl",
+        "heldout.jsonl",
+        "manifest.json",
+    ],
+)
+def test_verify_catches_one_byte_change(small, tmp_path, rel):
+    copy_dir = tmp_path / "c"
+    shutil.copytree(small, copy_dir)
+    target = copy_dir / rel
+    data = bytearray(target.read_bytes())
+    pos = len(data) // 2
+    data[pos] = data[pos] ^ 0x01
+    target.write_bytes(bytes(data))
+    with pytest.raises(CorpusIntegrityError) as err:
+        verify_corpus(copy_dir)
+    assert rel.split("/")[-1] in str(err.value) and "corpus/build.py" in str(err.value)
+    with pytest.raises(CorpusIntegrityError):
+        load_rows(copy_dir, "train")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "corpus" / "build.py"), "--verify", str(copy_dir)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0 and rel.split("/")[-1] in proc.stderr
+
+
+def test_cli_verify_and_audit_pass_on_a_clean_corpus(small):
+    for flag in ("--verify", "--audit"):
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "corpus" / "build.py"), flag, str(small)],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+    assert "rows with violations       0" in proc.stdout
+
+
+def test_audit_corpus_reaudits_rows_of_a_rehashed_corpus(small, tmp_path):
+    """A corpus whose hashes were recomputed after a bad edit passes verify, not the audit."""
+    copy_dir = tmp_path / "c"
+    shutil.copytree(small, copy_dir)
+    rows = read_jsonl(copy_dir / "canonical" / "train.jsonl")
+    row = next(r for r in rows if r["task"] == "extract" and r["gold"]["claims"])
+    row["gold"]["claims"][0]["quotes"][0] += "!"
+    manifest = json.loads((copy_dir / "manifest.json").read_text())
+    manifest["files"]["canonical/train.jsonl"] = write_jsonl(
+        copy_dir / "canonical" / "train.jsonl", rows
+    )
+    del manifest["manifest_sha256"]
+    manifest["manifest_sha256"] = sha256_json(manifest)
+    (copy_dir / "manifest.json").write_bytes(dump_manifest(manifest))
+    assert verify_corpus(copy_dir)["files"]["canonical/train.jsonl"] == sha256_file(
+        copy_dir / "canonical" / "train.jsonl"
+    )
+    report = audit_corpus(copy_dir)
+    assert report["violations"].get("quote_not_in_event") == 1
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "corpus" / "build.py"), "--audit", str(copy_dir)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "quote_not_in_event" in proc.stdout
+
+
+# ------------------------------------------------------------------------------ determinism
+
+
+def test_same_seed_same_bytes_different_seed_different_corpus(small, tmp_path):
+    again = tmp_path / "again"
+    build_corpus(again, seed=5, episodes=160, count_tokens=False)
+    for rel in [*json.loads((small / "manifest.json").read_text())["files"], "manifest.json"]:
+        if rel == "manifest.json":
+            # the manifest names no output path or time, so it is identical too
+            assert (again / rel).read_bytes() == (small / rel).read_bytes()
+        assert sha256_file(again / rel) == sha256_file(small / rel), rel
+    other = tmp_path / "other"
+    build_corpus(other, seed=6, episodes=160, count_tokens=False)
+    for s in SPLITS:
+        assert sha256_file(other / "wire" / f"{s}.jsonl") != sha256_file(
+            small / "wire" / f"{s}.jsonl"
+        )
+
+
+# ---------------------------------------------------------------------------- default size
+
+
+@pytest.fixture(scope="module")
+def default_manifest(tmp_path_factory) -> dict:
+    """The default general corpus without token counting (about 15 s on 2 cores)."""
+    out = tmp_path_factory.mktemp("default")
+    return build_corpus(out, seed=13, count_tokens=False) | {"_dir": str(out)}
+
+
+def test_default_corpus_covers_every_behaviour_and_domain_in_every_split(default_manifest):
+    m = default_manifest
+    general = [b for b in BEHAVIOURS if b != "tool_confirmed"]
+    for s in SPLITS:
+        c = m["counts"][s]
+        assert all(c["behaviours"][b] > 0 for b in general), (s, c["behaviours"])
+        assert c["behaviours"]["tool_confirmed"] == 0
+        assert sorted(c["domains"]) == sorted(d.key for d in GENERAL), s
+        assert 0.10 <= c["empty_extraction_share"] <= 0.20, (s, c["empty_extraction_share"])
+        assert 0.30 <= c["insufficient_share"] <= 0.45, (s, c["insufficient_share"])
+        assert c["coding_fraction"] == 0.0
+    t = m["totals"]
+    assert t["episodes"] >= 1200 and t["rows"] >= 3000 and t["families"] >= 300
+    shares = {s: m["counts"][s]["families"] / t["families"] for s in SPLITS}
+    assert 0.65 <= shares["train"] <= 0.75 and 0.12 <= shares["val"] <= 0.18, shares
+    assert m["leakage"]["family_disjoint"] and m["exclusions"]["total"] <= 0.01 * t["rows"]
+
+
+def test_default_heldout_is_64_rows_from_distinct_test_episodes(default_manifest):
+    rows = load_rows(default_manifest["_dir"], "heldout")
+    assert len(rows) == 64 and len({r["episode"] for r in rows}) == 64
+    assert all(r["split"] == "test" for r in rows)
+    for d in GENERAL:
+        tasks = sorted(r["task"] for r in rows if r["domain"] == d.key)
+        assert tasks == ["consolidate", "extract", "extract", "reflect"], d.key
+
+
+def test_coding_corpus_has_the_tool_behaviour_in_every_split(tmp_path):
+    m = build_corpus(
+        tmp_path / "coding", seed=13, episodes=400, domain="coding", count_tokens=False
+    )
+    for s in SPLITS:
+        c = m["counts"][s]
+        assert c["coding_fraction"] == 1.0 and c["domains"].keys() == {"coding"}
+        assert c["behaviours"]["tool_confirmed"] > 0, s
+    rows = load_rows(tmp_path / "coding", "train", form="canonical")
+    tool_claims = [
+        c
+        for r in rows
+        if r["task"] == "extract" and "tool_confirmed" in r["behaviours"]
+        for c in r["gold"]["claims"]
+        if any(r["input"]["events"][i]["role"] == "tool" for i in c["source_indices"])
+    ]
+    assert tool_claims  # confirmed results are quoted from the tool's own output
+    heldout = load_rows(tmp_path / "coding", "heldout")
+    # one domain: 32 extract + 16 consolidate + 16 reflect, as far as the small test split goes
+    assert len(heldout) == min(64, m["counts"]["test"]["episodes"])
+    assert len({r["episode"] for r in heldout}) == len(heldout)
