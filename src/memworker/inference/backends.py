@@ -1,0 +1,285 @@
+"""Backends: one small protocol, three real transports, and a replay backend.
+
+Every backend implements
+
+    generate(messages, *, schema, grammar, max_tokens, temperature, seed) -> Generation
+
+`messages` are the chat messages of `memworker.prompts.render` (our system prompt first), `schema`
+the request's dynamic JSON schema and `grammar` its GBNF (`memworker.inference.grammar`; None to
+decode unconstrained). A backend reports the finish reason as it is ("stop" / "length"); the
+codec turns "length" into a truncation error, so nothing here hides a cut-off answer.
+
+- `LlamaCppBackend`: llama.cpp in process (llama-cpp-python). Chat completion with the GGUF's own
+  chat template (for the registry bases that template renders exactly `prompts.to_chatml`; tested)
+  and `grammar=LlamaGrammar.from_string(gbnf)`. Each grammar is first parsed by llama.cpp itself
+  (`check_grammar`), because llama.cpp answers a bad grammar with a NULL sampler, not an error.
+- `OllamaBackend`: the `ollama` client's `generate()` with `raw=True` and
+  `prompt=to_chatml(messages)` (the exact training prompt; the Modelfile template is bypassed),
+  `format=<schema>`, `think=False`, options temperature / seed / num_ctx / num_predict. Ollama has
+  no GBNF parameter: it converts the schema itself, so the codec's validation matters there.
+- `OpenAICompatBackend`: `POST {base_url}/chat/completions` with urllib. With a grammar it sends
+  `"grammar": <gbnf>` (llama_cpp.server and llama.cpp's llama-server accept it); without one,
+  `response_format={"type": "json_object", "schema": <schema>}`. Never both: llama_cpp.server
+  lets response_format override the grammar with its own (unsafe) conversion, and it rejects
+  `{"type": "json_schema"}`.
+- `ReplayBackend`: returns given texts in order (re-decoding recorded outputs, tests).
+
+Threads: importing this module sets `OMP_WAIT_POLICY=PASSIVE` unless it is already set, before
+llama.cpp's OpenMP runtime starts. With the default (spinning) policy, two llama.cpp threads on a
+two-core machine where another process holds a core ran ~25x slower (measured here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from memworker.inference.grammar import GrammarError
+from memworker.prompts import to_chatml
+
+Messages = list[dict[str, str]]
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+@dataclass
+class Generation:
+    text: str
+    finish_reason: str | None            # "stop", "length", or what the server said
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float | None = None
+    backend: str = ""
+
+
+class BackendError(RuntimeError):
+    """The backend could not produce a generation (server down, model missing, bad reply)."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def generate(self, messages: Messages, *, schema: dict[str, Any] | None, grammar: str | None,
+                 max_tokens: int, temperature: float = 0.0, seed: int = 0) -> Generation: ...
+
+
+def default_threads() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+# --- llama.cpp in process -------------------------------------------------------------------------
+
+class LlamaCppBackend:
+    """llama.cpp through llama-cpp-python, in this process."""
+
+    name = "llama.cpp"
+
+    def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 seed: int = 0, verbose: bool = False):
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise BackendError("llama-cpp-python is not installed: pip install "
+                               "'memworker[export]' (it compiles llama.cpp, ~10 min)") from exc
+        path = Path(model_path)
+        if not path.is_file():
+            raise BackendError(f"GGUF file not found: {path}")
+        self.model_path = path
+        self.n_ctx = n_ctx
+        try:
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx,
+                             n_threads=n_threads or default_threads(), seed=seed, verbose=verbose)
+        except ValueError as exc:
+            raise BackendError(f"llama.cpp could not load {path}: {exc}") from None
+        self._checked: set[str] = set()
+
+    def chat_template(self) -> str | None:
+        return self.llm.metadata.get("tokenizer.chat_template")
+
+    def render_prompt(self, messages: Messages) -> str:
+        """The prompt text the GGUF's chat template makes of `messages` (what generate() sends)."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        template = self.chat_template()
+        if template is None:
+            raise BackendError(f"{self.model_path.name} has no chat template")
+        formatter = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
+        return formatter(messages=messages).prompt
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def context_left(self, messages: Messages) -> int:
+        return self.n_ctx - self.count_tokens(to_chatml(messages))
+
+    def check_grammar(self, grammar: str) -> None:
+        """Raise GrammarError unless llama.cpp's own parser accepts the GBNF."""
+        if grammar in self._checked:
+            return
+        import llama_cpp
+
+        sampler = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab,
+                                                       grammar.encode("utf-8"), b"root")
+        if not sampler:
+            raise GrammarError("llama.cpp rejected the grammar (its parser printed the reason)")
+        llama_cpp.llama_sampler_free(sampler)
+        self._checked.add(grammar)
+
+    def generate(self, messages: Messages, *, schema: dict[str, Any] | None = None,
+                 grammar: str | None = None, max_tokens: int, temperature: float = 0.0,
+                 seed: int = 0) -> Generation:
+        from llama_cpp import LlamaGrammar
+
+        kwargs: dict[str, Any] = {}
+        if grammar is not None:
+            self.check_grammar(grammar)
+            kwargs["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
+        started = time.perf_counter()
+        try:
+            reply = self.llm.create_chat_completion(
+                messages=messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                repeat_penalty=1.0, **kwargs)
+        except ValueError as exc:  # e.g. prompt longer than the context window
+            raise BackendError(f"llama.cpp: {exc}") from None
+        seconds = time.perf_counter() - started
+        choice = reply["choices"][0]
+        usage = reply.get("usage") or {}
+        return Generation(text=choice["message"]["content"] or "",
+                          finish_reason=choice.get("finish_reason"),
+                          prompt_tokens=usage.get("prompt_tokens"),
+                          completion_tokens=usage.get("completion_tokens"),
+                          seconds=seconds, backend=self.name)
+
+
+# --- Ollama ---------------------------------------------------------------------------------------
+
+class OllamaBackend:
+    """An Ollama server through the `ollama` client, raw ChatML prompt, schema as `format`."""
+
+    name = "ollama"
+
+    def __init__(self, model: str, *, host: str | None = None, num_ctx: int = 4096,
+                 timeout: float = 300.0):
+        try:
+            import ollama
+        except ImportError as exc:  # pragma: no cover
+            raise BackendError("the ollama client is not installed: pip install "
+                               "'memworker[serve]'") from exc
+        self.model, self.host, self.num_ctx = model, host, num_ctx
+        self.client = ollama.Client(host=host, timeout=timeout)
+
+    def generate(self, messages: Messages, *, schema: dict[str, Any] | None = None,
+                 grammar: str | None = None, max_tokens: int, temperature: float = 0.0,
+                 seed: int = 0) -> Generation:
+        import httpx
+        import ollama
+
+        options = {"temperature": temperature, "seed": seed, "num_ctx": self.num_ctx,
+                   "num_predict": max_tokens}
+        started = time.perf_counter()
+        try:
+            reply = self.client.generate(model=self.model, prompt=to_chatml(messages), raw=True,
+                                         format=schema, think=False, stream=False, options=options)
+        except ollama.ResponseError as exc:
+            hint = (f" — create it with `ollama create {self.model} -f Modelfile`"
+                    if exc.status_code == 404 else "")
+            raise BackendError(f"ollama ({self.host or 'default host'}): {exc.error}{hint}") \
+                from None
+        except (httpx.HTTPError, ConnectionError) as exc:
+            raise BackendError(f"cannot reach Ollama at {self.host or 'http://127.0.0.1:11434'} "
+                               f"({exc}); is `ollama serve` running?") from None
+        seconds = time.perf_counter() - started
+        if not reply.done:
+            raise BackendError("ollama returned an unfinished response")
+        return Generation(text=reply.response or "", finish_reason=reply.done_reason,
+                          prompt_tokens=reply.prompt_eval_count, completion_tokens=reply.eval_count,
+                          seconds=seconds, backend=self.name)
+
+
+# --- OpenAI-compatible HTTP -----------------------------------------------------------------------
+
+class OpenAICompatBackend:
+    """Any OpenAI-compatible chat-completions endpoint (llama_cpp.server, llama-server, vLLM)."""
+
+    name = "openai-compatible"
+
+    def __init__(self, base_url: str, *, model: str = "mem-worker", api_key: str | None = None,
+                 timeout: float = 300.0):
+        self.base_url = base_url.rstrip("/")
+        self.model, self.api_key, self.timeout = model, api_key, timeout
+
+    def request_body(self, messages: Messages, *, schema: dict[str, Any] | None,
+                     grammar: str | None, max_tokens: int, temperature: float,
+                     seed: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages,
+                                "max_tokens": max_tokens, "temperature": temperature,
+                                "seed": seed, "stream": False}
+        if grammar is not None:
+            body["grammar"] = grammar
+        elif schema is not None:
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        return body
+
+    def generate(self, messages: Messages, *, schema: dict[str, Any] | None = None,
+                 grammar: str | None = None, max_tokens: int, temperature: float = 0.0,
+                 seed: int = 0) -> Generation:
+        body = self.request_body(messages, schema=schema, grammar=grammar, max_tokens=max_tokens,
+                                 temperature=temperature, seed=seed)
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        url = f"{self.base_url}/chat/completions"
+        req = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers,
+                                     method="POST")
+        started = time.perf_counter()
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            raise BackendError(f"{url}: HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise BackendError(f"cannot reach {url}: {exc}") from None
+        except json.JSONDecodeError:
+            raise BackendError(f"{url}: the reply is not JSON") from None
+        seconds = time.perf_counter() - started
+        try:
+            choice = payload["choices"][0]
+            text = choice["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise BackendError(f"{url}: unexpected reply {str(payload)[:200]}") from None
+        usage = payload.get("usage") or {}
+        return Generation(text=text, finish_reason=choice.get("finish_reason"),
+                          prompt_tokens=usage.get("prompt_tokens"),
+                          completion_tokens=usage.get("completion_tokens"),
+                          seconds=seconds, backend=self.name)
+
+
+# --- replay ---------------------------------------------------------------------------------------
+
+class ReplayBackend:
+    """Returns the given outputs in order, recording every call (re-decoding recorded outputs;
+    a test double that exercises the codec, not a model)."""
+
+    name = "replay"
+
+    def __init__(self, outputs: Iterable[str | tuple[str, str]]):
+        self.outputs = [o if isinstance(o, tuple) else (o, "stop") for o in outputs]
+        self.calls: list[dict[str, Any]] = []
+
+    def generate(self, messages: Messages, *, schema: dict[str, Any] | None = None,
+                 grammar: str | None = None, max_tokens: int, temperature: float = 0.0,
+                 seed: int = 0) -> Generation:
+        self.calls.append({"messages": messages, "schema": schema, "grammar": grammar,
+                           "max_tokens": max_tokens, "temperature": temperature, "seed": seed})
+        if len(self.calls) > len(self.outputs):
+            raise BackendError(f"replay backend has only {len(self.outputs)} output(s)")
+        text, finish = self.outputs[len(self.calls) - 1]
+        return Generation(text=text, finish_reason=finish, backend=self.name)

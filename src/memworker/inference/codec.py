@@ -1,0 +1,496 @@
+"""The codec: raw model text -> verified canonical answer, or a typed error. Never an empty
+result in place of an error (ARCHITECTURE decision 6).
+
+Pipeline of `decode(task, inputs, raw, finish_reason)`:
+
+1. `finish_reason == "length"` -> `OutputTruncatedError` (even when the prefix happens to parse).
+2. Parse: one JSON object, nothing around it (a single surrounding markdown code fence is
+   tolerated and noted); duplicate keys, NaN/Infinity, lone surrogates -> `OutputParseError`.
+3. Shape: the static wire contract. For `extract` an answer in *canonical* form (teachers, old
+   outputs) is accepted too: it is converted to wire form and its dates are kept for comparison.
+4. Policy drops (extract, per claim, each noted in `diagnostics`): a quote containing a
+   credential-shaped string drops the claim; a claim whose quotes all come from untrusted events,
+   where a cited event's text or the claim's statement/value is a memory-control instruction
+   (`memworker.safety.is_memory_control`), is dropped.
+5. Verification against the request (-> `OutputValidationError`): event indices and fact /
+   evidence ids exist; each quote is an exact substring of its cited event *and* one of its
+   candidate spans; the time expression is verbatim in an event and resolves; then the whole
+   answer against the request's dynamic schema (`memworker.inference.schema`).
+6. Repairs that cannot change meaning, each noted: credential-shaped strings in free-text fields
+   are redacted (`safety.redact`; a predicate holding one drops the claim); C0 control characters
+   other than tab/newline become spaces; duplicate ids in supersedes / supports / citations are
+   removed (an observation left with fewer than two distinct facts is rejected instead).
+7. Canonical form via `memworker.wire.from_wire`: dates come from `memworker.temporal`, never from
+   the model. A canonical input whose date differs is overruled and the disagreement noted; a
+   date-only precision never carries a clock time. The result must satisfy the canonical contract.
+
+`run(backend, task, inputs)` renders the prompt, builds schema and grammar, generates, decodes,
+and on any `CodecError` retries **once**: the retry sends the same messages plus one extra user
+message, `RETRY_TEMPLATE` filled with the error (the rejected text itself is not sent back). A
+second failure raises the second attempt's error type; `error.attempts` / `error.raw_outputs`
+carry both raw outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from memworker import contracts, temporal, wire
+from memworker.inference.grammar import schema_to_gbnf
+from memworker.inference.schema import (
+    DEFAULT_BUDGET,
+    Limits,
+    build_schema,
+    check_inputs,
+    max_tokens_for,
+)
+from memworker.prompts import render
+from memworker.safety import contains_credential, is_memory_control, redact
+from memworker.spans import candidate_spans
+
+RETRY_TEMPLATE = ("Your previous answer was rejected: {error}\n"
+                  "Answer again with one JSON object in the requested format, nothing else.")
+MAX_ERROR_CHARS = 600
+_FENCE = re.compile(r"\A```(?:json)?[ \t]*\n(?P<body>.*)\n```\Z", re.S)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_LIMITS = {"name": 120, "value": 200, "statement": 300, "answer": 300}
+
+
+# --- results and errors ---------------------------------------------------------------------------
+
+@dataclass
+class Attempt:
+    """One generation and what the codec made of it."""
+
+    raw: str
+    finish_reason: str | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float | None = None
+
+
+@dataclass
+class CodecResult:
+    task: str
+    output: dict[str, Any]          # canonical answer, valid under the task's output contract
+    wire: dict[str, Any]            # the verified (and repaired) wire answer it was made from
+    raw: str                        # the raw text of the accepted attempt
+    diagnostics: list[str] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+class CodecError(Exception):
+    """The model output could not be turned into a valid answer. `raw_outputs` holds every raw
+    text tried (one per attempt), `errors` the individual problems."""
+
+    kind = "invalid output"
+
+    def __init__(self, message: str, *, errors: list[str] | None = None,
+                 attempts: list[Attempt] | None = None):
+        self.errors = list(errors or [message])
+        self.attempts = list(attempts or [])
+        super().__init__(message)
+
+    @property
+    def raw_outputs(self) -> list[str]:
+        return [a.raw for a in self.attempts]
+
+
+class OutputParseError(CodecError):
+    kind = "not one JSON object"
+
+
+class OutputValidationError(CodecError):
+    kind = "invalid answer"
+
+
+class OutputTruncatedError(CodecError):
+    kind = "truncated"
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
+
+
+def _invalid(errors: list[str]) -> OutputValidationError:
+    shown = "; ".join(_short(e) for e in errors[:5])
+    more = f"; … ({len(errors) - 5} more)" if len(errors) > 5 else ""
+    return OutputValidationError(f"{shown}{more}", errors=errors)
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"duplicate key {key!r}")
+        obj[key] = value
+    return obj
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_answer(raw: str, diagnostics: list[str]) -> dict[str, Any]:
+    """The one JSON object in `raw` (strict JSON); raises OutputParseError."""
+    if not isinstance(raw, str):
+        raise OutputParseError(f"output must be text, got {type(raw).__name__}")
+    text = raw.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group("body").strip()
+        diagnostics.append("removed a markdown code fence around the JSON")
+    if not text:
+        raise OutputParseError("output is empty")
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except RecursionError:
+        raise OutputParseError("output is not valid JSON: nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise OutputParseError(f"output is not valid JSON: {exc.msg} at char {exc.pos} "
+                               f"(near {text[max(exc.pos - 20, 0):exc.pos + 20]!r})") from None
+    except ValueError as exc:
+        raise OutputParseError(f"output is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise OutputParseError(f"output must be a JSON object, got {type(doc).__name__}")
+    _check_strings(doc)
+    return doc
+
+
+def _check_strings(doc: Any) -> None:
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise OutputParseError("output contains an invalid \\u escape (lone surrogate)") \
+                    from None
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+def _schema_errors(schema: dict[str, Any], doc: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema)
+    found = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    out = []
+    for e in found:
+        where = "/".join(map(str, e.absolute_path)) or "<root>"
+        if e.validator in ("anyOf", "enum", "const"):
+            message = f"{_short(json.dumps(e.instance, ensure_ascii=False), 80)} is not one of " \
+                      "the allowed choices"
+        else:
+            message = _short(e.message, 160)
+        out.append(f"{where}: {message}")
+    return out
+
+
+def _clean(text: str, where: str, limit: int, diagnostics: list[str]) -> str:
+    """Redact credentials and control characters in a free-text field (noted when changed)."""
+    cleaned = redact(text)
+    if cleaned != text:
+        diagnostics.append(f"{where}: redacted a credential-shaped string")
+    stripped = _CONTROL.sub(" ", cleaned)
+    if stripped != cleaned:
+        diagnostics.append(f"{where}: replaced control characters with spaces")
+    if len(stripped) > limit:
+        stripped = stripped[:limit]
+        diagnostics.append(f"{where}: clipped to {limit} characters after redaction")
+    return stripped
+
+
+def _dedupe(values: list[str], where: str, diagnostics: list[str]) -> list[str]:
+    unique = list(dict.fromkeys(values))
+    if len(unique) != len(values):
+        diagnostics.append(f"{where}: removed duplicate ids")
+    return unique
+
+
+# --- extract --------------------------------------------------------------------------------------
+
+def _canonical_to_wire(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
+    problems = contracts.errors("extract_output", doc)
+    if problems:
+        raise _invalid(["canonical-form answer: " + p for p in problems])
+    given = [(c["date"], c["date_precision"]) for c in doc["claims"]]
+    return {"claims": [wire.claim_to_wire(c) for c in doc["claims"]]}, given
+
+
+def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
+             diags: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    given: list[tuple[Any, Any]] | None = None
+    claims_in = doc.get("claims")
+    if isinstance(claims_in, list) and any(isinstance(c, dict) and "source_indices" in c
+                                           for c in claims_in):
+        doc, given = _canonical_to_wire(doc)
+        diags.append("answer was in canonical form; converted to wire form")
+    problems = contracts.errors("extract_wire", doc)
+    if problems:
+        raise _invalid(problems)
+    events = {e["index"]: e for e in inputs["events"]}
+    fact_ids = {f["id"] for f in inputs["existing_facts"]}
+    kept: list[tuple[int, dict[str, Any]]] = []
+    errors: list[str] = []
+    for n, claim in enumerate(doc["claims"]):
+        where = f"claims/{n}"
+        quotes = claim["quotes"]
+        if any(contains_credential(q["quote"]) for q in quotes):
+            diags.append(f"{where}: dropped (a quote contains a credential-shaped string)")
+            continue
+        cited = [events.get(q["event"]) for q in quotes]
+        if all(e is not None and not e["trusted"] for e in cited) and (
+                any(is_memory_control(e["text"]) for e in cited)
+                or is_memory_control(claim["statement"])
+                or is_memory_control(claim["value"] or "")):
+            diags.append(f"{where}: dropped (sourced only from untrusted events carrying a "
+                         "memory-control instruction)")
+            continue
+        if contains_credential(claim["predicate"]):
+            diags.append(f"{where}: dropped (the predicate is credential-shaped)")
+            continue
+        for m, (q, event) in enumerate(zip(quotes, cited, strict=True)):
+            if event is None:
+                errors.append(f"{where}/quotes/{m}: event {q['event']} does not exist")
+            elif q["quote"] not in event["text"]:
+                errors.append(f"{where}/quotes/{m}: {_short(q['quote'], 80)!r} is not an exact "
+                              f"substring of event {q['event']}")
+            elif q["quote"] not in candidate_spans(event["text"]):
+                errors.append(f"{where}/quotes/{m}: {_short(q['quote'], 80)!r} is not one of the "
+                              f"quotable spans of event {q['event']}")
+        claim["supersedes"] = _dedupe(claim["supersedes"], f"{where}/supersedes", diags)
+        for fid in claim["supersedes"]:
+            if fid not in fact_ids:
+                errors.append(f"{where}/supersedes: fact id {fid!r} does not exist")
+        expr = claim["time_expression"]
+        if expr is not None and not any(expr in e["text"] for e in inputs["events"]):
+            errors.append(f"{where}/time_expression: {_short(expr, 80)!r} does not occur verbatim "
+                          "in any event")
+        kept.append((n, claim))
+    if errors:
+        raise _invalid(errors)
+    kept_doc = {"claims": [c for _, c in kept]}
+    problems = _schema_errors(schema, kept_doc)
+    if problems:
+        raise _invalid(problems)
+
+    out_wire, out_claims = [], []
+    for n, claim in kept:
+        where = f"claims/{n}"
+        claim = json.loads(json.dumps(claim))
+        claim["subject"]["name"] = _clean(claim["subject"]["name"], f"{where}/subject/name",
+                                          _LIMITS["name"], diags)
+        if claim["value"] is not None:
+            claim["value"] = _clean(claim["value"], f"{where}/value", _LIMITS["value"], diags)
+        claim["statement"] = _clean(claim["statement"], f"{where}/statement",
+                                    _LIMITS["statement"], diags)
+        try:
+            canonical = wire.claim_from_wire(claim, inputs["events"])
+        except (temporal.UnresolvableExpression, ValueError) as exc:
+            raise _invalid([f"{where}/time_expression: {exc}"]) from None
+        if canonical["date_precision"] is not None and \
+                temporal.is_date_only(canonical["date_precision"]) and "T" in canonical["date"]:
+            canonical["date"] = canonical["date"].split("T", 1)[0]
+            diags.append(f"{where}: removed a clock time from a date-only date")
+        if given is not None:
+            g_date, g_prec = given[n]
+            if (g_date, g_prec) != (canonical["date"], canonical["date_precision"]):
+                diags.append(f"{where}: date {g_date!r} ({g_prec}) given, resolver says "
+                             f"{canonical['date']!r} ({canonical['date_precision']}) for "
+                             f"{claim['time_expression']!r}; using the resolver's")
+        out_wire.append(claim)
+        out_claims.append(canonical)
+    return wire.order_answer("extract", {"claims": out_wire}), {"claims": out_claims}
+
+
+# --- consolidate and reflect ----------------------------------------------------------------------
+
+def _consolidate(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
+                 diags: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    ids = {f["id"] for f in inputs["facts"]}
+    observations = doc.get("observations")
+    errors = []
+    if isinstance(observations, list):
+        for n, obs in enumerate(observations):
+            supports = obs.get("supports") if isinstance(obs, dict) else None
+            if not (isinstance(supports, list) and all(isinstance(s, str) for s in supports)):
+                continue
+            errors += [f"observations/{n}/supports: fact id {s!r} does not exist"
+                       for s in supports if s not in ids]
+            unique = _dedupe(supports, f"observations/{n}/supports", diags)
+            if len(unique) < 2:
+                errors.append(f"observations/{n}/supports: an observation needs two different "
+                              f"facts, got {unique}")
+            obs["supports"] = unique
+    if errors:
+        raise _invalid(errors)
+    problems = _schema_errors(schema, doc)
+    if problems:
+        raise _invalid(problems)
+    answer = wire.order_answer("consolidate", {"observations": [
+        {"statement": _clean(obs["statement"], f"observations/{n}/statement",
+                             _LIMITS["statement"], diags),
+         "supports": obs["supports"]}
+        for n, obs in enumerate(doc["observations"])]})
+    return answer, json.loads(json.dumps(answer))
+
+
+def _reflect(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
+             diags: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    ids = {e["id"] for e in inputs["evidence"]}
+    citations = doc.get("citations")
+    errors = []
+    if isinstance(citations, list) and all(isinstance(c, str) for c in citations):
+        errors += [f"citations: evidence id {c!r} does not exist" for c in citations
+                   if c not in ids]
+        doc["citations"] = citations = _dedupe(citations, "citations", diags)
+    if doc.get("insufficient_evidence") is True and citations:
+        errors.append("citations: must be empty when insufficient_evidence is true")
+    if errors:
+        raise _invalid(errors)
+    problems = _schema_errors(schema, doc)
+    if problems:
+        raise _invalid(problems)
+    answer = wire.order_answer("reflect", {
+        "answer": _clean(doc["answer"], "answer", _LIMITS["answer"], diags),
+        "citations": doc["citations"],
+        "insufficient_evidence": doc["insufficient_evidence"],
+    })
+    return answer, json.loads(json.dumps(answer))
+
+
+_VERIFY = {"extract": _extract, "consolidate": _consolidate, "reflect": _reflect}
+
+
+# --- public API -----------------------------------------------------------------------------------
+
+def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | None = None,
+           schema: dict[str, Any] | None = None) -> CodecResult:
+    """One raw output -> CodecResult, or a CodecError subclass (see the module docstring).
+    Bad *inputs* raise schema.InputError (the caller's mistake, not the model's)."""
+    attempt = Attempt(raw=raw, finish_reason=finish_reason)
+    try:
+        if schema is None:
+            schema = build_schema(task, inputs)
+        else:
+            check_inputs(task, inputs)
+        if finish_reason == "length":
+            raise OutputTruncatedError("output was truncated (finish reason 'length'): the answer "
+                                       "did not fit in max_tokens")
+        diagnostics: list[str] = []
+        doc = parse_answer(raw, diagnostics)
+        try:
+            wire_answer, output = _VERIFY[task](doc, inputs, schema, diagnostics)
+        except RecursionError:
+            raise OutputValidationError("answer is nested too deeply") from None
+        problems = contracts.errors(contracts.TASK_SCHEMAS[task][1], output)
+        if problems:
+            raise _invalid(["canonical answer: " + p for p in problems])
+    except CodecError as exc:
+        attempt.error = str(exc)
+        exc.attempts = exc.attempts or [attempt]
+        raise
+    return CodecResult(task=task, output=output, wire=wire_answer, raw=raw,
+                       diagnostics=diagnostics, attempts=[attempt])
+
+
+def verify_canonical(task: str, inputs: dict[str, Any], canonical: dict[str, Any]) -> CodecResult:
+    """Run a canonical answer (e.g. from a teacher) through the same checks; dates recomputed."""
+    return decode(task, inputs, json.dumps(canonical, ensure_ascii=False))
+
+
+@dataclass
+class Request:
+    """Everything one backend call needs, derived from (task, inputs)."""
+
+    task: str
+    inputs: dict[str, Any]
+    messages: list[dict[str, str]]
+    schema: dict[str, Any]
+    grammar: str | None
+    max_tokens: int
+
+
+def prepare(task: str, inputs: dict[str, Any], *, backend: Any = None, use_grammar: bool = True,
+            budget_tokens: int | None = -1, limits: Limits | None = None,
+            max_tokens: int | None = None) -> Request:
+    """Render the prompt and build the dynamic schema, grammar and max_tokens for one request.
+    When the backend can count prompt tokens (`context_left(messages)`), the budget is capped by
+    what is left of its context window."""
+    check_inputs(task, inputs)
+    messages = render(task, inputs)
+    context_left = None
+    if backend is not None and hasattr(backend, "context_left"):
+        context_left = backend.context_left(messages)
+    if budget_tokens == -1:
+        budget_tokens = DEFAULT_BUDGET[task]
+    if context_left is not None and budget_tokens is not None:
+        budget_tokens = min(budget_tokens, context_left)
+    schema = build_schema(task, inputs, budget_tokens=budget_tokens, limits=limits)
+    grammar = schema_to_gbnf(schema) if use_grammar else None
+    if max_tokens is None:
+        max_tokens = max_tokens_for(schema, context_left=context_left)
+    return Request(task, inputs, messages, schema, grammar, max_tokens)
+
+
+def retry_message(error: CodecError) -> dict[str, str]:
+    text = str(error)
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS] + " …"
+    return {"role": "user", "content": RETRY_TEMPLATE.format(error=text)}
+
+
+def run(backend: Any, task: str, inputs: dict[str, Any], *, temperature: float = 0.0,
+        seed: int = 0, use_grammar: bool = True, budget_tokens: int | None = -1,
+        limits: Limits | None = None, max_tokens: int | None = None,
+        retries: int = 1) -> CodecResult:
+    """Generate with `backend` and decode; retry once on a CodecError, then raise it."""
+    request = prepare(task, inputs, backend=backend, use_grammar=use_grammar,
+                      budget_tokens=budget_tokens, limits=limits, max_tokens=max_tokens)
+    return run_request(backend, request, temperature=temperature, seed=seed, retries=retries)
+
+
+def run_request(backend: Any, request: Request, *, temperature: float = 0.0, seed: int = 0,
+                retries: int = 1) -> CodecResult:
+    attempts: list[Attempt] = []
+    messages = list(request.messages)
+    while True:
+        started = time.perf_counter()
+        gen = backend.generate(messages, schema=request.schema, grammar=request.grammar,
+                               max_tokens=request.max_tokens, temperature=temperature, seed=seed)
+        seconds = time.perf_counter() - started
+        try:
+            result = decode(request.task, request.inputs, gen.text,
+                            finish_reason=gen.finish_reason, schema=request.schema)
+        except CodecError as exc:
+            failed = exc.attempts[-1]
+            failed.prompt_tokens, failed.completion_tokens = gen.prompt_tokens, gen.completion_tokens
+            failed.seconds = seconds
+            attempts.append(failed)
+            if len(attempts) > retries:
+                exc.attempts = attempts
+                raise
+            messages = list(request.messages) + [retry_message(exc)]
+            continue
+        done = result.attempts[0]
+        done.prompt_tokens, done.completion_tokens = gen.prompt_tokens, gen.completion_tokens
+        done.seconds = seconds
+        result.attempts = attempts + [done]
+        if attempts:
+            result.diagnostics.insert(0, f"accepted on attempt {len(result.attempts)} after: "
+                                         f"{attempts[-1].error}")
+        return result

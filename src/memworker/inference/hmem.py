@@ -1,0 +1,226 @@
+"""The store-facing worker: hmem-shaped candidates from extract / consolidate / reflect.
+
+`MemWorkerBackend` wraps any backend (llama.cpp, Ollama, OpenAI-compatible) and the codec, so
+the store gets verified candidates or a `CodecError`, never a silently empty list:
+
+    >>> from memworker.inference.hmem import MemWorkerBackend     # doctest: +SKIP
+    >>> worker = MemWorkerBackend.from_gguf()                     # embedded base GGUF
+    >>> worker.extract([{"role": "user", "content": "I moved to Lisbon last month."}],
+    ...                existing=[], observed_at="2025-10-08T09:12:00+02:00")
+
+Candidate fields (a plain dict per candidate):
+
+| field | extract | consolidate |
+|---|---|---|
+| text | the claim's statement | the observation's statement |
+| category | semantic / episodic / procedural (below) | semantic |
+| importance | 1-10 (below) | 6 + 1 per support beyond two, at most 9 |
+| event_date, date_precision | from memworker.temporal (None when undated) | None |
+| entities | [{"name", "type"}] of the subject | [] |
+| links | [{"relation": "supersedes", "id"}] | [{"relation": "supported_by", "id"}] |
+| supersedes | existing fact ids this claim replaces | [] |
+| source_ids | ids of the cited messages (their "id", else their index) | supporting fact ids |
+| kind, predicate, value, quotes, confidence, is_correction, time_expression | as decoded | – |
+
+Category: kind "event" or "plan" -> episodic; a predicate naming a procedure (how_to, steps,
+procedure, workaround, command, routine, setting, config, workflow) -> procedural; else semantic.
+Importance: by kind (relationship 7, retraction 7, preference 6, fact 6, plan 6, event 5,
+belief 4), +1 for a correction, +1 for high and -1 for low confidence, clamped to 1-10.
+
+`reflect` returns {"text", "citations", "insufficient_evidence", "source_ids"}. The full codec
+result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memworker import temporal
+from memworker.inference import codec
+from memworker.inference.schema import InputError
+
+ROLES = ("user", "assistant", "tool")
+_KIND_IMPORTANCE = {"relationship": 7, "retraction": 7, "preference": 6, "fact": 6, "plan": 6,
+                    "event": 5, "belief": 4}
+_PROCEDURAL = ("how_to", "steps", "procedure", "workaround", "command", "routine", "setting",
+               "config", "workflow")
+
+
+def _timestamp(value: str | datetime, what: str) -> str:
+    try:
+        anchor = temporal.parse_anchor(value)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{what}: {exc}") from None
+    return anchor.isoformat(timespec="seconds")
+
+
+def category(claim: Mapping[str, Any]) -> str:
+    if claim["kind"] in ("event", "plan"):
+        return "episodic"
+    if any(word in claim["predicate"] for word in _PROCEDURAL):
+        return "procedural"
+    return "semantic"
+
+
+def importance(claim: Mapping[str, Any]) -> int:
+    score = _KIND_IMPORTANCE[claim["kind"]]
+    score += 1 if claim["is_correction"] else 0
+    score += 1 if claim["confidence"] >= 0.9 else (-1 if claim["confidence"] <= 0.35 else 0)
+    return max(1, min(10, score))
+
+
+class MemWorkerBackend:
+    """hmem's memory worker on top of one generation backend."""
+
+    def __init__(self, backend: Any, *, temperature: float = 0.0, seed: int = 0,
+                 use_grammar: bool = True, budget_tokens: int | None = -1,
+                 max_tokens: int | None = None):
+        self.backend = backend
+        self.temperature, self.seed = temperature, seed
+        self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
+        self.max_tokens = max_tokens  # None: derived from each request's schema
+        self.last: codec.CodecResult | None = None
+
+    # --- constructors ---------------------------------------------------------------------------
+    @classmethod
+    def from_gguf(cls, path: str | Path | None = None, *, n_ctx: int = 4096,
+                  n_threads: int | None = None, **kwargs: Any) -> MemWorkerBackend:
+        from memworker.inference.backends import LlamaCppBackend
+        from memworker.registry import embedded_gguf_path
+
+        gguf = Path(path) if path is not None else embedded_gguf_path()
+        return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads), **kwargs)
+
+    @classmethod
+    def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
+        from memworker.inference.backends import OllamaBackend
+
+        return cls(OllamaBackend(model, host=host), **kwargs)
+
+    @classmethod
+    def from_openai(cls, base_url: str, *, model: str = "mem-worker",
+                    **kwargs: Any) -> MemWorkerBackend:
+        from memworker.inference.backends import OpenAICompatBackend
+
+        return cls(OpenAICompatBackend(base_url, model=model), **kwargs)
+
+    def _run(self, task: str, inputs: dict[str, Any]) -> codec.CodecResult:
+        self.last = None
+        result = codec.run(self.backend, task, inputs, temperature=self.temperature,
+                           seed=self.seed, use_grammar=self.use_grammar,
+                           budget_tokens=self.budget_tokens, max_tokens=self.max_tokens)
+        self.last = result
+        return result
+
+    # --- extract --------------------------------------------------------------------------------
+    def episode(self, messages: Iterable[Mapping[str, Any]], existing: Iterable[Mapping[str, Any]]
+                = (), observed_at: str | datetime | None = None,
+                episode_id: str = "hmem") -> tuple[dict[str, Any], dict[int, Any]]:
+        """(episode input, {event index: source id}) for hmem messages and existing facts.
+
+        A message: {"role": user|assistant|tool, "content" (or "text"), optional "timestamp",
+        "trusted" (default: role != tool), "id"}; "system" messages are skipped. An existing fact:
+        {"id", "text" (or "statement"), optional "valid_from"}."""
+        default_ts = _timestamp(observed_at, "observed_at") if observed_at is not None else None
+        events, sources = [], {}
+        for n, msg in enumerate(messages):
+            role = msg.get("role")
+            if role == "system":
+                continue
+            if role not in ROLES:
+                raise InputError(f"message {n}: role must be one of {', '.join(ROLES)} "
+                                 f"(or system, skipped), got {role!r}")
+            text = msg.get("content", msg.get("text"))
+            if not isinstance(text, str):
+                raise InputError(f"message {n}: needs a text 'content'")
+            stamp = msg.get("timestamp")
+            if stamp is None and default_ts is None:
+                raise InputError(f"message {n} has no timestamp and no observed_at was given")
+            index = len(events)
+            events.append({"index": index, "role": role,
+                           "timestamp": _timestamp(stamp, f"message {n} timestamp")
+                           if stamp is not None else default_ts,
+                           "text": text, "trusted": bool(msg.get("trusted", role != "tool"))})
+            sources[index] = msg.get("id", n)
+        facts = []
+        for n, fact in enumerate(existing):
+            statement = fact.get("statement", fact.get("text"))
+            if "id" not in fact or not isinstance(statement, str):
+                raise InputError(f"existing fact {n}: needs 'id' and 'text'")
+            facts.append({"id": fact["id"], "statement": statement,
+                          "valid_from": fact.get("valid_from")})
+        return {"episode_id": episode_id, "events": events, "existing_facts": facts}, sources
+
+    def extract(self, messages: Iterable[Mapping[str, Any]],
+                existing: Iterable[Mapping[str, Any]] = (),
+                observed_at: str | datetime | None = None) -> list[dict[str, Any]]:
+        """Candidate facts from a window of conversation messages (at most 40)."""
+        inputs, sources = self.episode(messages, existing, observed_at)
+        result = self._run("extract", inputs)
+        return [self.claim_candidate(c, sources) for c in result.output["claims"]]
+
+    @staticmethod
+    def claim_candidate(claim: Mapping[str, Any], sources: Mapping[int, Any]) -> dict[str, Any]:
+        return {
+            "text": claim["statement"],
+            "category": category(claim),
+            "importance": importance(claim),
+            "event_date": claim["date"],
+            "date_precision": claim["date_precision"],
+            "entities": [dict(claim["subject"])],
+            "links": [{"relation": "supersedes", "id": fid} for fid in claim["supersedes"]],
+            "supersedes": list(claim["supersedes"]),
+            "source_ids": list(dict.fromkeys(sources[i] for i in claim["source_indices"])),
+            "kind": claim["kind"],
+            "predicate": claim["predicate"],
+            "value": claim["value"],
+            "quotes": list(claim["quotes"]),
+            "confidence": claim["confidence"],
+            "is_correction": claim["is_correction"],
+            "time_expression": claim["time_expression"],
+        }
+
+    # --- consolidate ----------------------------------------------------------------------------
+    def consolidate(self, facts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Observations (each supported by two or more of the given facts) as candidates."""
+        items = []
+        for n, fact in enumerate(facts):
+            statement = fact.get("statement", fact.get("text"))
+            if "id" not in fact or not isinstance(statement, str):
+                raise InputError(f"fact {n}: needs 'id' and 'text'")
+            items.append({"id": fact["id"], "statement": statement})
+        result = self._run("consolidate", {"facts": items})
+        return [{
+            "text": obs["statement"],
+            "category": "semantic",
+            "importance": min(9, 6 + len(obs["supports"]) - 2),
+            "event_date": None,
+            "date_precision": None,
+            "entities": [],
+            "links": [{"relation": "supported_by", "id": fid} for fid in obs["supports"]],
+            "supersedes": [],
+            "source_ids": list(obs["supports"]),
+        } for obs in result.output["observations"]]
+
+    # --- reflect --------------------------------------------------------------------------------
+    def reflect(self, question: str, evidence: Iterable[Mapping[str, Any]],
+                asked_at: str | datetime | None = None) -> dict[str, Any]:
+        """An answer citing evidence ids, or insufficient_evidence with no citations.
+        Evidence: {"id", "text", "timestamp"}; asked_at defaults to now (UTC)."""
+        stamp = _timestamp(asked_at if asked_at is not None
+                           else datetime.now().astimezone(), "asked_at")
+        items = []
+        for n, item in enumerate(evidence):
+            if not all(k in item for k in ("id", "text", "timestamp")):
+                raise InputError(f"evidence {n}: needs 'id', 'text' and 'timestamp'")
+            items.append({"id": item["id"], "text": item["text"],
+                          "timestamp": _timestamp(item["timestamp"], f"evidence {n} timestamp")})
+        result = self._run("reflect", {"question": question, "asked_at": stamp,
+                                       "evidence": items})
+        out = result.output
+        return {"text": out["answer"], "citations": list(out["citations"]),
+                "insufficient_evidence": out["insufficient_evidence"],
+                "source_ids": list(out["citations"])}

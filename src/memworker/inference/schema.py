@@ -1,0 +1,317 @@
+"""The dynamic wire schema of one request: the model chooses what is in the input.
+
+`build_schema(task, inputs)` narrows the static wire contract (schemas/extract_wire,
+consolidate_output, reflect_output) to this request (ARCHITECTURE decisions 4, 5 and 8):
+
+- **extract**: a quote is one `anyOf` branch per citable event, each a whole object
+  `{"event": {"const": i}, "quote": {"enum": candidate_spans(text_i)}}`; an event without a usable
+  span cannot be cited, and without any citable event `claims` has `maxItems: 0`. `supersedes`
+  items are an enum of the existing fact ids (none: `maxItems: 0`). `time_expression` is an enum of
+  the expressions `memworker.temporal.find_expressions` detects in the events (only those that
+  resolve against the event they occur in) plus null; with none detected it must be null.
+- **consolidate**: `supports` items are an enum of the supplied fact ids, `minItems: 2`; fewer
+  than two facts means `observations` has `maxItems: 0`.
+- **reflect**: `citations` items are an enum of the evidence ids; `insufficient_evidence: true`
+  forces zero citations (two whole-object `anyOf` branches, as in the static contract); without
+  evidence only the insufficient branch exists.
+
+Property order is the static wire schema's, so `memworker.wire.dump_answer` and the grammar agree.
+
+**Subset of the static contract.** Every answer valid under a dynamic schema is valid under the
+static wire schema, with one exception a grammar cannot express: `uniqueItems` (consolidate
+`supports`, reflect `citations`). The dynamic schema leaves it out; the codec removes duplicates
+and rejects an answer when fewer than the minimum remain.
+
+**Token budget.** Every string and array is bounded. `worst_case_chars(schema)` is the longest
+compact JSON answer the schema allows (a free string counted one character per character);
+`estimate_tokens` turns characters into typical tokens at `CHARS_PER_TOKEN` (gold-like answers
+measured 3.1-3.4 characters per SmolLM2 token; 2.5 leaves room). With `budget_tokens` set (the
+default is per task, `DEFAULT_BUDGET`), the first of the `LIMIT_STAGES` whose typical worst case
+fits the budget is used: free-text lengths shrink first, then counts. `max_tokens_for(schema)` is
+what a backend is given: the same worst case counted conservatively (each free-text character one
+token: a degenerate "1.1.1." string runs at ~2 characters per token, measured), capped by the
+context left. An answer that still runs out of tokens finishes with `finish_reason == "length"`
+and the codec reports it as truncated (never silently).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memworker import temporal
+from memworker.contracts import TASKS, load_schema, validate_input
+from memworker.safety import contains_credential
+from memworker.spans import candidate_spans
+
+CHARS_PER_TOKEN = 2.5
+TOKEN_MARGIN = 8
+MAX_TIME_EXPRESSION_CHARS = 80
+DEFAULT_BUDGET = {"extract": 3072, "consolidate": 640, "reflect": 384}
+
+
+class InputError(ValueError):
+    """Task inputs that cannot make a request (contract violation, duplicate ids or indices)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds of the dynamic schema. The defaults are the static contract's."""
+
+    claims: int = 12
+    quotes: int = 6
+    supersedes: int = 4
+    name: int = 120
+    value: int = 200
+    statement: int = 300
+    observations: int = 4
+    supports: int = 6
+    answer: int = 300
+    citations: int = 6
+
+    def __post_init__(self) -> None:
+        for field, value in self.__dict__.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{field} must be a positive integer, got {value!r}")
+        if self.supports < 2:
+            raise ValueError("Limits.supports must be at least 2 (an observation needs two facts)")
+        if self.statement > 300 or self.claims > 12 or self.quotes > 6 or self.supersedes > 4 \
+                or self.name > 120 or self.value > 200 or self.observations > 4 \
+                or self.supports > 6 or self.answer > 300 or self.citations > 6:
+            raise ValueError("Limits may only tighten the static contract's bounds")
+
+
+CONTRACT_LIMITS = Limits()
+#: tried in order until the worst case fits the budget: free text shrinks first, then counts.
+LIMIT_STAGES: tuple[Limits, ...] = (
+    CONTRACT_LIMITS,
+    Limits(name=80, value=120, statement=200, answer=200),
+    Limits(name=80, value=120, statement=200, answer=200, quotes=3, supersedes=2, claims=8,
+           supports=4, citations=4, observations=3),
+    Limits(name=60, value=80, statement=160, answer=160, quotes=2, supersedes=2, claims=6,
+           supports=3, citations=3, observations=2),
+    Limits(name=60, value=80, statement=160, answer=160, quotes=2, supersedes=2, claims=4,
+           supports=3, citations=3, observations=2),
+    Limits(name=40, value=60, statement=120, answer=120, quotes=2, supersedes=1, claims=2,
+           supports=2, citations=2, observations=1),
+    Limits(name=24, value=32, statement=64, answer=64, quotes=1, supersedes=1, claims=1,
+           supports=2, citations=2, observations=1),
+)
+
+
+# --- input checks and choices ---------------------------------------------------------------------
+
+def check_inputs(task: str, inputs: dict[str, Any]) -> None:
+    """Raise InputError unless `inputs` satisfies the task's input contract and its ids/indices
+    are unique (a quote or citation must point at exactly one thing)."""
+    if task not in TASKS:
+        raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    try:
+        validate_input(task, inputs)
+    except ValueError as exc:
+        raise InputError(f"{task} inputs: {exc}") from None
+    if task == "extract":
+        groups = {"event index": [e["index"] for e in inputs["events"]],
+                  "existing fact id": [f["id"] for f in inputs["existing_facts"]]}
+    elif task == "consolidate":
+        groups = {"fact id": [f["id"] for f in inputs["facts"]]}
+    else:
+        groups = {"evidence id": [e["id"] for e in inputs["evidence"]]}
+    for what, values in groups.items():
+        dupes = sorted({str(v) for v in values if values.count(v) > 1})
+        if dupes:
+            raise InputError(f"{task} inputs: duplicate {what}(s) {', '.join(dupes)}")
+
+
+def citable_spans(events: list[dict[str, Any]]) -> dict[int, list[str]]:
+    """{event index: candidate spans} for every event that has at least one span."""
+    out = {}
+    for event in events:
+        spans = candidate_spans(event["text"])
+        if spans:
+            out[event["index"]] = spans
+    return out
+
+
+def time_expressions(events: list[dict[str, Any]]) -> list[str]:
+    """Time expressions the model may choose: detected in an event's text, resolvable against that
+    event's timestamp, at most 80 characters, credential-free; first occurrence order."""
+    found: list[str] = []
+    for event in events:
+        for expr in temporal.find_expressions(event["text"]):
+            if expr in found or len(expr) > MAX_TIME_EXPRESSION_CHARS or contains_credential(expr):
+                continue
+            try:
+                temporal.resolve(expr, event["timestamp"])
+            except ValueError:
+                continue
+            found.append(expr)
+    return found
+
+
+# --- schema construction --------------------------------------------------------------------------
+
+def _string(lo: int, hi: int) -> dict[str, Any]:
+    return {"type": "string", "minLength": lo, "maxLength": hi}
+
+
+def _extract(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
+    schema = load_schema("extract_wire")
+    claims = schema["properties"]["claims"]
+    claim = claims["items"]
+    props = claim["properties"]
+    spans = citable_spans(inputs["events"])
+    if spans:
+        branches = [
+            {"type": "object", "additionalProperties": False, "required": ["event", "quote"],
+             "properties": {"event": {"const": index}, "quote": {"enum": choices}}}
+            for index, choices in spans.items()
+        ]
+        n_pairs = sum(len(v) for v in spans.values())
+        props["quotes"] = {"type": "array", "minItems": 1, "maxItems": min(lim.quotes, n_pairs),
+                           "items": {"anyOf": branches}}
+        claims["maxItems"] = lim.claims
+    else:
+        claims["maxItems"] = 0
+    props["subject"]["properties"]["name"] = _string(1, lim.name)
+    props["value"] = {"type": ["string", "null"], "maxLength": lim.value}
+    props["statement"] = _string(1, lim.statement)
+    exprs = time_expressions(inputs["events"])
+    props["time_expression"] = {"enum": [*exprs, None]}
+    fact_ids = [f["id"] for f in inputs["existing_facts"]]
+    if fact_ids:
+        props["supersedes"] = {"type": "array", "maxItems": min(lim.supersedes, len(fact_ids)),
+                               "items": {"enum": fact_ids}}
+    else:
+        props["supersedes"]["maxItems"] = 0
+    return schema
+
+
+def _consolidate(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
+    schema = load_schema("consolidate_output")
+    obs = schema["properties"]["observations"]
+    ids = [f["id"] for f in inputs["facts"]]
+    if len(ids) < 2:
+        obs["maxItems"] = 0
+        return schema
+    obs["maxItems"] = lim.observations
+    props = obs["items"]["properties"]
+    props["statement"] = _string(1, lim.statement)
+    props["supports"] = {"type": "array", "minItems": 2, "maxItems": min(lim.supports, len(ids)),
+                         "items": {"enum": ids}}
+    return schema
+
+
+def _reflect(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
+    schema = load_schema("reflect_output")
+    answered, insufficient = schema["anyOf"]
+    ids = [e["id"] for e in inputs["evidence"]]
+    for branch in (answered, insufficient):
+        branch["properties"]["answer"] = _string(1, lim.answer)
+        branch["properties"]["citations"].pop("uniqueItems", None)
+    if not ids:
+        schema["anyOf"] = [insufficient]
+        return schema
+    answered["properties"]["citations"].update(
+        {"maxItems": min(lim.citations, len(ids)), "items": {"enum": ids}})
+    return schema
+
+
+_BUILDERS = {"extract": _extract, "consolidate": _consolidate, "reflect": _reflect}
+
+
+def build_schema(task: str, inputs: dict[str, Any], *, budget_tokens: int | None = -1,
+                 limits: Limits | None = None) -> dict[str, Any]:
+    """The dynamic wire schema of one request.
+
+    budget_tokens: fit the worst case into this many tokens (-1: `DEFAULT_BUDGET[task]`; None: no
+    fitting, contract bounds). limits: use exactly these bounds instead of fitting."""
+    check_inputs(task, inputs)
+    build = _BUILDERS[task]
+    if limits is not None:
+        return build(inputs, limits)
+    if budget_tokens == -1:
+        budget_tokens = DEFAULT_BUDGET[task]
+    if budget_tokens is None:
+        return build(inputs, CONTRACT_LIMITS)
+    schema = None
+    for stage in LIMIT_STAGES:
+        schema = build(inputs, stage)
+        if estimate_tokens(worst_case_chars(schema)) <= budget_tokens:
+            break
+    return schema
+
+
+def with_limits(base: Limits = CONTRACT_LIMITS, **changes: int) -> Limits:
+    return replace(base, **changes)
+
+
+# --- size of the longest answer -------------------------------------------------------------------
+
+def _worst(schema: dict[str, Any]) -> tuple[int, int]:
+    """(characters, of which free-text characters) of the costliest compact JSON answer the schema
+    allows ("costliest" by `_cost`; a free string character counts as one character)."""
+    if "anyOf" in schema:
+        return max((_worst(b) for b in schema["anyOf"]), key=_cost)
+    if "const" in schema:
+        return len(json.dumps(schema["const"], ensure_ascii=False)), 0
+    if "enum" in schema:
+        return max(len(json.dumps(v, ensure_ascii=False)) for v in schema["enum"]), 0
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return max((_type_worst(t, schema) for t in types), key=_cost)
+
+
+def _type_worst(t: str, schema: dict[str, Any]) -> tuple[int, int]:
+    if t == "null":
+        return 4, 0
+    if t == "boolean":
+        return 5, 0
+    if t == "number":
+        return 40, 0
+    if t == "integer":
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        return (max(len(str(lo)), len(str(hi))) if lo is not None and hi is not None else 17), 0
+    if t == "string":
+        return 2 + schema["maxLength"], schema["maxLength"]
+    if t == "array":
+        n = schema["maxItems"]
+        if n == 0:
+            return 2, 0
+        chars, free = _worst(schema["items"])
+        return 2 + n * chars + 2 * (n - 1), n * free
+    chars, free = 2 + 2 * max(len(schema.get("properties", {})) - 1, 0), 0
+    for key, sub in schema.get("properties", {}).items():
+        c, f = _worst(sub)
+        chars += len(json.dumps(key, ensure_ascii=False)) + 2 + c
+        free += f
+    return chars, free
+
+
+def _cost(worst: tuple[int, int]) -> float:
+    chars, free = worst
+    return free + (chars - free) / CHARS_PER_TOKEN
+
+
+def worst_case_chars(schema: dict[str, Any]) -> int:
+    """Characters of the longest compact (", " / ": ") JSON text the schema allows; a free string
+    character counts as one character."""
+    return _worst(schema)[0]
+
+
+def estimate_tokens(chars: int) -> int:
+    """Typical tokens of `chars` characters of JSON answer (used to fit the schema to a budget)."""
+    return math.ceil(chars / CHARS_PER_TOKEN) + TOKEN_MARGIN
+
+
+def max_tokens_for(schema: dict[str, Any], *, context_left: int | None = None) -> int:
+    """max_tokens for a request: the schema's worst case counted conservatively (every free-text
+    character one token, as a degenerate "1.1.1." string costs; the rest at CHARS_PER_TOKEN),
+    capped by what is left of the context window (n_ctx minus prompt tokens) when known."""
+    tokens = math.ceil(_cost(_worst(schema))) + TOKEN_MARGIN
+    if context_left is not None:
+        if context_left <= 0:
+            raise InputError(f"the prompt leaves no room for an answer ({context_left} tokens left)")
+        tokens = min(tokens, context_left)
+    return tokens

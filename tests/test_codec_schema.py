@@ -1,0 +1,224 @@
+"""The per-request dynamic schema (memworker.inference.schema): choices come from the inputs,
+it stays inside the static wire contract, and it is bounded to a token budget."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memworker.contracts import errors as contract_errors
+from memworker.contracts import load_schema
+from memworker.inference.gbnf import Matcher
+from memworker.inference.grammar import schema_to_gbnf
+from memworker.inference.schema import (
+    CHARS_PER_TOKEN,
+    CONTRACT_LIMITS,
+    DEFAULT_BUDGET,
+    LIMIT_STAGES,
+    TOKEN_MARGIN,
+    InputError,
+    Limits,
+    build_schema,
+    citable_spans,
+    estimate_tokens,
+    max_tokens_for,
+    time_expressions,
+    worst_case_chars,
+)
+from memworker.spans import candidate_spans
+from memworker.wire import dump_answer, key_order, wire_schema_name
+from tests.test_codec_strategies import INPUTS, answers
+
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def ev(index, text, trusted=True, role="user", ts="2025-10-08T09:12:00+02:00"):
+    return {"index": index, "role": role, "timestamp": ts, "text": text, "trusted": trusted}
+
+
+def episode(events, facts=()):
+    return {"episode_id": "e", "events": list(events),
+            "existing_facts": [{"id": f, "statement": f"fact {f}", "valid_from": None}
+                               for f in facts]}
+
+
+# --- extract --------------------------------------------------------------------------------------
+
+def test_extract_quotes_are_whole_object_branches_per_citable_event():
+    inputs = episode([ev(3, "I moved to Lisbon. It rains, sadly."), ev(7, "ok"), ev(9, ""),
+                      ev(12, "Ana — my sister — lives in Porto.", trusted=False, role="tool")],
+                     facts=["F1", "F2"])
+    schema = build_schema("extract", inputs, budget_tokens=None)
+    claim = schema["properties"]["claims"]["items"]
+    assert list(claim["properties"]) == key_order("extract")["claim"]
+    branches = claim["properties"]["quotes"]["items"]["anyOf"]
+    assert [b["properties"]["event"] for b in branches] == [{"const": 3}, {"const": 12}]
+    for branch, text in zip(branches, [inputs["events"][0]["text"], inputs["events"][3]["text"]],
+                            strict=True):
+        assert branch["required"] == ["event", "quote"] and branch["additionalProperties"] is False
+        assert branch["properties"]["quote"]["enum"] == candidate_spans(text)
+    assert claim["properties"]["supersedes"]["items"] == {"enum": ["F1", "F2"]}
+    assert claim["properties"]["supersedes"]["maxItems"] == 2
+    assert schema["properties"]["claims"]["maxItems"] == 12
+
+
+def test_extract_without_citable_events_allows_only_no_claims():
+    schema = build_schema("extract", episode([ev(0, "ok"), ev(1, "")]))
+    assert schema["properties"]["claims"]["maxItems"] == 0
+    m = Matcher(schema_to_gbnf(schema))
+    assert m.accepts('{"claims": []}')
+    assert not m.accepts('{"claims": [{}]}')
+
+
+def test_extract_without_existing_facts_cannot_supersede():
+    schema = build_schema("extract", episode([ev(0, "I moved to Lisbon.")]))
+    assert schema["properties"]["claims"]["items"]["properties"]["supersedes"]["maxItems"] == 0
+
+
+def test_time_expressions_are_detected_resolvable_choices_or_null():
+    inputs = episode([ev(0, "We meet next Friday at 3pm, or soon."),
+                      ev(1, "I moved in 2021. We meet next Friday at 3pm.")])
+    assert time_expressions(inputs["events"]) == ["next Friday at 3pm", "in 2021"]
+    prop = build_schema("extract", inputs)["properties"]["claims"]["items"]["properties"]
+    assert prop["time_expression"] == {"enum": ["next Friday at 3pm", "in 2021", None]}
+    none = build_schema("extract", episode([ev(0, "I like tea.")]))
+    assert none["properties"]["claims"]["items"]["properties"]["time_expression"] == \
+        {"enum": [None]}
+
+
+def test_duplicate_or_invalid_inputs_are_refused():
+    with pytest.raises(InputError, match="duplicate event index"):
+        build_schema("extract", episode([ev(1, "a b c"), ev(1, "d e f")]))
+    with pytest.raises(InputError, match="duplicate fact id"):
+        build_schema("consolidate", {"facts": [{"id": "A", "statement": "x"},
+                                               {"id": "A", "statement": "y"}]})
+    with pytest.raises(InputError, match="extract inputs"):
+        build_schema("extract", {"events": []})
+    with pytest.raises(InputError, match="unknown task"):
+        build_schema("summarise", {})
+
+
+# --- consolidate and reflect ----------------------------------------------------------------------
+
+def test_consolidate_supports_enum_min_two():
+    facts = {"facts": [{"id": "A", "statement": "x"}, {"id": "B", "statement": "y"},
+                       {"id": "C", "statement": "z"}]}
+    obs = build_schema("consolidate", facts)["properties"]["observations"]
+    assert obs["items"]["properties"]["supports"] == {
+        "type": "array", "minItems": 2, "maxItems": 3, "items": {"enum": ["A", "B", "C"]}}
+    one = build_schema("consolidate", {"facts": [{"id": "A", "statement": "x"}]})
+    assert one["properties"]["observations"]["maxItems"] == 0
+
+
+def test_reflect_insufficient_branch_forces_zero_citations():
+    inputs = {"question": "q?", "asked_at": "2025-01-01T00:00:00Z",
+              "evidence": [{"id": "E1", "timestamp": "2025-01-01T00:00:00Z", "text": "t"}]}
+    schema = build_schema("reflect", inputs)
+    answered, insufficient = schema["anyOf"]
+    assert answered["properties"]["citations"]["items"] == {"enum": ["E1"]}
+    assert answered["properties"]["insufficient_evidence"] == {"const": False}
+    assert insufficient["properties"]["citations"]["maxItems"] == 0
+    assert insufficient["properties"]["insufficient_evidence"] == {"const": True}
+    empty = build_schema("reflect", {**inputs, "evidence": []})
+    assert len(empty["anyOf"]) == 1
+    assert empty["anyOf"][0]["properties"]["insufficient_evidence"] == {"const": True}
+
+
+# --- subset of the static contract ----------------------------------------------------------------
+
+def _dedupe_ids(task, answer):
+    if task == "consolidate":
+        for obs in answer["observations"]:
+            obs["supports"] = list(dict.fromkeys(obs["supports"]))
+    if task == "reflect":
+        answer["citations"] = list(dict.fromkeys(answer["citations"]))
+    return answer
+
+
+@pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])
+def test_dynamic_answers_are_valid_under_the_static_wire_schema(task):
+    """Valid under the dynamic schema => valid under the static wire contract, except for
+    uniqueItems (which no grammar can express); after the codec's de-duplication, always valid
+    when at least minItems distinct ids remain."""
+
+    @SETTINGS
+    @given(data=st.data(), inputs=INPUTS[task](), budget=st.sampled_from([None, -1, 200]))
+    def check(data, inputs, budget):
+        schema = build_schema(task, inputs, budget_tokens=budget)
+        answer = data.draw(answers(schema))
+        deduped = _dedupe_ids(task, json.loads(json.dumps(answer)))
+        if contract_errors(wire_schema_name(task), answer):
+            assert deduped != answer  # only duplicates can make it invalid
+        if task == "consolidate" and any(len(o["supports"]) < 2 for o in deduped["observations"]):
+            return  # the codec rejects these (see test_codec.py)
+        assert contract_errors(wire_schema_name(task), deduped) == []
+
+    check()
+
+
+def test_static_schemas_unchanged_by_building():
+    before = load_schema("extract_wire")
+    build_schema("extract", episode([ev(0, "I moved to Lisbon.")]))
+    assert load_schema("extract_wire") == before
+
+
+# --- token budget ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])
+def test_worst_case_chars_bounds_every_answer(task):
+    @SETTINGS
+    @given(data=st.data(), inputs=INPUTS[task]())
+    def check(data, inputs):
+        schema = build_schema(task, inputs, budget_tokens=200)
+        answer = data.draw(answers(schema))
+        text = dump_answer(task, answer)
+        extra = sum(len(json.dumps(c, ensure_ascii=False)) - 3 for c in text)  # escapes
+        assert len(text) <= worst_case_chars(schema) + extra
+
+    check()
+
+
+def test_budget_fitting_picks_the_first_stage_that_fits():
+    inputs = episode([ev(0, "I moved to Lisbon last month. My sister Maria lives in Porto."),
+                      ev(1, "And I start at Acme Corp next Monday.")], facts=["F1"])
+    wide = build_schema("extract", inputs, budget_tokens=None)
+    assert estimate_tokens(worst_case_chars(wide)) > 3000
+    for budget in (3072, 2048, 800, 300):
+        schema = build_schema("extract", inputs, budget_tokens=budget)
+        assert estimate_tokens(worst_case_chars(schema)) <= budget
+        assert max_tokens_for(schema) >= estimate_tokens(worst_case_chars(schema))
+    tight = build_schema("extract", inputs, budget_tokens=1)  # nothing fits: the tightest stage
+    assert tight == build_schema("extract", inputs, limits=LIMIT_STAGES[-1])
+    assert build_schema("extract", inputs) == build_schema(
+        "extract", inputs, budget_tokens=DEFAULT_BUDGET["extract"])
+
+
+def test_max_tokens_counts_free_text_one_token_per_character():
+    schema = build_schema("reflect", {"question": "q", "asked_at": "2025-01-01T00:00:00Z",
+                                      "evidence": []}, budget_tokens=None)
+    # {"answer": "<300 free>", "citations": [], "insufficient_evidence": true}
+    text = json.dumps({"answer": "", "citations": [], "insufficient_evidence": True})
+    assert worst_case_chars(schema) == len(text) + 300
+    assert max_tokens_for(schema) == 300 + math.ceil(len(text) / CHARS_PER_TOKEN) + TOKEN_MARGIN
+    assert max_tokens_for(schema, context_left=10) == 10
+    with pytest.raises(InputError, match="no room"):
+        max_tokens_for(schema, context_left=0)
+
+
+def test_limits_may_only_tighten_the_contract():
+    assert Limits() == CONTRACT_LIMITS
+    with pytest.raises(ValueError, match="tighten"):
+        Limits(statement=301)
+    with pytest.raises(ValueError, match="at least 2"):
+        Limits(supports=1)
+    with pytest.raises(ValueError, match="positive"):
+        Limits(claims=0)
+
+
+def test_citable_spans_skip_events_without_spans():
+    assert citable_spans([ev(0, "ok"), ev(1, "Fine by me.")]) == {1: ["Fine by me."]}

@@ -1,0 +1,266 @@
+"""The JSON-schema -> GBNF converter (memworker.inference.grammar) and the GBNF matcher.
+
+Acceptance is checked with memworker.inference.gbnf (a small matcher of the GBNF we write);
+tests/test_grammar_llama.py repeats the key checks inside llama.cpp itself (slow tier)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memworker.contracts import load_schema
+from memworker.inference.gbnf import GbnfSyntaxError, Matcher, accepts, parse_gbnf
+from memworker.inference.grammar import (
+    UnsupportedSchema,
+    gbnf_literal,
+    json_literal,
+    schema_to_gbnf,
+)
+from memworker.inference.schema import build_schema
+from memworker.wire import dump_answer
+from tests.test_codec_strategies import INPUTS, answers
+
+FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                      HealthCheck.data_too_large])
+
+
+# --- the static contracts convert -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["extract_wire", "consolidate_output", "reflect_output",
+                                  "episode", "consolidate_input", "reflect_input"])
+def test_static_contract_schemas_convert_and_reparse(name):
+    gbnf = schema_to_gbnf(load_schema(name))
+    rules = parse_gbnf(gbnf)
+    assert "root" in rules
+    # one rule per line: no literal carries a raw newline
+    assert len(gbnf.strip().split("\n")) == len(rules)
+
+
+def test_char_rule_excludes_raw_controls_and_allows_only_dumps_escapes():
+    m = Matcher(schema_to_gbnf({"type": "string", "maxLength": 10}))
+    for ch in [chr(c) for c in range(0x20)] + ["\x7f"]:
+        assert not m.accepts(f'"a{ch}b"'), repr(ch)
+        if ch != "\x7f":
+            assert m.accepts(json.dumps(f"a{ch}b", ensure_ascii=False)), repr(ch)
+    for bad in ['"\\x41"', '"\\/"', '"\\u0041"', '"\\ud83d"', '"\\"', '"a"b"', '"\\a"']:
+        assert not m.accepts(bad), bad
+    for good in ['"é😀東"', '""', '"\\u001b"', '"\\t\\n\\r\\b\\f\\"\\\\"']:
+        assert m.accepts(good), good
+
+
+def test_string_length_bounds_count_characters_not_bytes():
+    m = Matcher(schema_to_gbnf({"type": "string", "minLength": 2, "maxLength": 3}))
+    assert m.accepts('"é😀"') and m.accepts('"\\n\\t\\""')
+    assert not m.accepts('"a"') and not m.accepts('"abcd"')
+
+
+TRICKY = ['say "hi"', "back\\slash", "new\nline", "tab\tcr\r", "ünï cödé 東京 😀", "\x01\x1f",
+          "\x7f del", "[brackets] and ] ^ -", "", " ", "'single'", "a\u2028b"]
+
+
+def test_enum_literals_are_escaped_for_gbnf():
+    gbnf = schema_to_gbnf({"enum": TRICKY + [None, 3, True, {"k": [1, "x"]}]})
+    m = Matcher(gbnf)
+    for value in TRICKY + [None, 3, True, {"k": [1, "x"]}]:
+        assert m.accepts(json.dumps(value, ensure_ascii=False)), value
+    assert not m.accepts(json.dumps("say 'hi'"))
+    assert not m.accepts(json.dumps("new\nline", ensure_ascii=True) + " ")
+    assert not m.accepts('"ünï cödé 東京 😀 "')
+    assert len(gbnf.strip().split("\n")) == len(parse_gbnf(gbnf))
+
+
+@given(st.text(st.characters(exclude_categories=("Cs",))))
+def test_gbnf_literal_round_trips_any_text(text):
+    assert accepts(f"root ::= {gbnf_literal(text)}", text)
+    assert not accepts(f"root ::= {gbnf_literal(text)}", text + "x")
+
+
+def test_whitespace_is_exactly_json_dumps_defaults():
+    schema = {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+              "properties": {"a": {"type": "array", "maxItems": 3, "items": {"type": "integer"}},
+                             "b": {"type": ["string", "null"], "maxLength": 5}}}
+    m = Matcher(schema_to_gbnf(schema))
+    value = {"a": [1, -2, 30], "b": None}
+    assert m.accepts(json.dumps(value))
+    assert not m.accepts(json.dumps(value, separators=(",", ":")))
+    assert not m.accepts(json.dumps(value, indent=1))
+    assert not m.accepts(" " + json.dumps(value))
+    assert not m.accepts(json.dumps(value) + "\n")
+    assert not m.accepts(json.dumps({"b": None, "a": [1]}))  # key order is the schema's
+    assert not m.accepts(json.dumps({"a": [1, 2, 3, 4], "b": None}))  # maxItems
+    assert not m.accepts('{"a": [01], "b": null}')
+
+
+def test_ensure_ascii_escapes_are_not_training_format():
+    m = Matcher(schema_to_gbnf({"type": "string", "maxLength": 5}))
+    assert m.accepts(json.dumps("é", ensure_ascii=False))
+    assert not m.accepts(json.dumps("é"))  # "\u00e9": the grammar follows dump_answer
+
+
+def test_integer_ranges_and_numbers():
+    m = Matcher(schema_to_gbnf({"type": "integer", "minimum": 3, "maximum": 12}))
+    assert [v for v in range(-2, 20) if m.accepts(str(v))] == list(range(3, 13))
+    n = Matcher(schema_to_gbnf({"type": "number"}))
+    for text in ["0", "-1.5", "3e10", "2.25E-3"]:
+        assert n.accepts(text)
+    for text in ["01", "1.", ".5", "NaN", "Infinity", "+1"]:
+        assert not n.accepts(text)
+
+
+def test_anyof_of_whole_objects():
+    schema = load_schema("reflect_output")
+    m = Matcher(schema_to_gbnf(schema))
+    assert m.accepts('{"answer": "x", "citations": ["E1"], "insufficient_evidence": false}')
+    assert m.accepts('{"answer": "x", "citations": [], "insufficient_evidence": true}')
+    assert not m.accepts('{"answer": "x", "citations": [], "insufficient_evidence": false}')
+    assert not m.accepts('{"answer": "x", "citations": ["E1"], "insufficient_evidence": true}')
+
+
+# --- patterns -------------------------------------------------------------------------------------
+
+PATTERNS = [
+    ("^[a-z][a-z0-9_]{0,47}$", 48),
+    ("^[A-Za-z][A-Za-z0-9_-]{0,31}$", 32),
+    ("^[0-9]{4}(-[0-9]{2}(-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}[+-][0-9]{2}:[0-9]{2})?)?)?$", 25),
+    ("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2})?(Z|[+-][0-9]{2}:[0-9]{2})$", 32),
+    (r"^(?:ab|c\.d)+x?\d{2}$", None),  # unbounded: only with require_bounds=False
+]
+
+
+@pytest.mark.parametrize("pattern,max_len", PATTERNS)
+def test_patterns_match_python_re(pattern, max_len):
+    schema = {"type": "string", "pattern": pattern}
+    if max_len is None:
+        with pytest.raises(UnsupportedSchema, match="unbounded"):
+            schema_to_gbnf(schema)
+    else:
+        schema["maxLength"] = max_len
+    m = Matcher(schema_to_gbnf(schema, require_bounds=max_len is not None))
+    rx = re.compile(pattern, re.ASCII)  # JSON Schema (ECMA-262): \\d is [0-9] only
+    alphabet = st.sampled_from(list("azAZ09_-+:T.bcdx\"\\ ") + ["é"])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.one_of(st.from_regex(pattern, fullmatch=True), st.text(alphabet, max_size=30)))
+    def check(s):
+        if "\n" in s or (max_len is not None and len(s) > max_len):
+            return
+        expected = rx.fullmatch(s) is not None
+        assert m.accepts(json.dumps(s, ensure_ascii=False)) == expected, s
+
+    check()
+
+
+# --- unsupported schemas fail loudly --------------------------------------------------------------
+
+BAD = [
+    ({"oneOf": [{"type": "null"}]}, "oneOf"),
+    ({"allOf": [{"type": "null"}]}, "allOf"),
+    ({"$ref": "#/x"}, "$ref"),
+    ({"type": "string", "maxLength": 5, "format": "date"}, "format"),
+    ({"type": "object", "properties": {"a": {"type": "null"}}}, "required"),
+    ({"type": "object", "properties": {"a": {"type": "null"}}, "required": ["a"],
+      "additionalProperties": True}, "additionalProperties"),
+    ({"type": "object", "patternProperties": {}}, "patternProperties"),
+    ({"type": "string"}, "maxLength"),
+    ({"type": "array", "items": {"type": "null"}}, "maxItems"),
+    ({"type": "array", "maxItems": 2}, "items"),
+    ({"type": "string", "maxLength": 9, "pattern": "[a-z]+"}, "anchored"),
+    ({"type": "string", "maxLength": 9, "pattern": "^[^a]$"}, "negated"),
+    ({"type": "string", "maxLength": 9, "pattern": "^a.b$"}, "'.'"),
+    ({"type": "string", "maxLength": 9, "pattern": "^\\s$"}, "escape"),
+    ({"type": "string", "maxLength": 3, "pattern": "^[a-z]{5}$"}, "outside"),
+    ({"type": "string", "maxLength": 9, "pattern": "^a+?$"}, "lazy"),
+    ({"type": "number", "minimum": 0}, "minimum"),
+    ({"type": "integer", "minimum": -5}, "integer bounds"),
+    ({"type": "integer", "minimum": 0, "maximum": 10**6}, "too large"),
+    ({"enum": []}, "non-empty"),
+    ({"type": "string", "enum": [1]}, "not of type"),
+    ({"type": "uuid"}, "unsupported type"),
+    ({"type": "string", "maxLength": 3, "minItems": 1}, "do not apply"),
+    ({}, "needs a 'type'"),
+    ({"anyOf": [{"type": "null"}], "type": "null"}, "anyOf cannot be combined"),
+    ({"type": "string", "maxLength": 2, "minLength": 3}, "maxLength 2 < minLength 3"),
+    ("not a schema", "must be an object"),
+]
+
+
+@pytest.mark.parametrize("schema,needle", BAD)
+def test_unsupported_schema_raises_clear_error(schema, needle):
+    with pytest.raises(UnsupportedSchema) as info:
+        schema_to_gbnf(schema)
+    assert needle in str(info.value)
+
+
+def test_error_names_the_location():
+    schema = {"type": "object", "additionalProperties": False, "required": ["x"],
+              "properties": {"x": {"type": "array", "maxItems": 2,
+                                   "items": {"type": "string", "maxLength": 3,
+                                             "format": "email"}}}}
+    with pytest.raises(UnsupportedSchema, match=r"/properties/x/items"):
+        schema_to_gbnf(schema)
+
+
+def test_unique_items_is_accepted_but_not_enforced():
+    m = Matcher(schema_to_gbnf({"type": "array", "maxItems": 3, "uniqueItems": True,
+                                "items": {"enum": ["a", "b"]}}))
+    assert m.accepts('["a", "a"]')  # the codec removes duplicates; the grammar cannot
+
+
+# --- gold-like answers under dynamic schemas are accepted byte for byte ---------------------------
+
+@pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])
+def test_dump_answer_of_every_dynamic_answer_is_accepted(task):
+    @settings(FAST, max_examples=60)
+    @given(data=st.data(), inputs=INPUTS[task]())
+    def check(data, inputs):
+        schema = build_schema(task, inputs)
+        matcher = Matcher(schema_to_gbnf(schema))
+        for _ in range(3):
+            answer = data.draw(answers(schema))
+            text = dump_answer(task, answer)
+            assert matcher.accepts(text), text
+            # and only that text: another serialisation of the same value is refused
+            assert not matcher.accepts(json.dumps(answer, ensure_ascii=False, indent=1)) \
+                or text == json.dumps(answer, ensure_ascii=False, indent=1)
+
+    check()
+
+
+def test_gold_with_unlisted_quote_or_id_is_rejected():
+    inputs = {"episode_id": "e", "existing_facts": [{"id": "F1", "statement": "x",
+                                                     "valid_from": None}],
+              "events": [{"index": 4, "role": "user", "timestamp": "2025-01-01T10:00:00Z",
+                          "trusted": True, "text": "I moved to Lisbon next Friday. Nice."}]}
+    matcher = Matcher(schema_to_gbnf(build_schema("extract", inputs)))
+    claim = {"quotes": [{"event": 4, "quote": "I moved to Lisbon next Friday."}],
+             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
+             "value": "Lisbon", "statement": "The user moves to Lisbon.", "kind": "plan",
+             "time_expression": "next Friday", "correction": True, "supersedes": ["F1"],
+             "confidence": "high"}
+    assert matcher.accepts(dump_answer("extract", {"claims": [claim]}))
+    for key, bad in [("quotes", [{"event": 4, "quote": "moved to Lisbon"}]),
+                     ("quotes", [{"event": 5, "quote": "I moved to Lisbon next Friday."}]),
+                     ("supersedes", ["F2"]), ("time_expression", "tomorrow"),
+                     ("predicate", "Lives_in"), ("confidence", "0.9")]:
+        assert not matcher.accepts(dump_answer("extract", {"claims": [{**claim, key: bad}]}))
+
+
+# --- the matcher itself ---------------------------------------------------------------------------
+
+def test_matcher_features_and_errors():
+    g = 'root ::= ( x | "b"+ ) [^a-c]? # comment\nx ::= "a"{2,3} | "z"*'
+    for text, ok in [("aa", True), ("aaa", True), ("aaaa", False), ("bbbd", True), ("", True),
+                     ("zzzq", True), ("bc", False)]:
+        assert accepts(g, text) == ok, text
+    for bad in ['root ::= "a', "root ::= [a", "root ::= y", 'x ::= "a"', 'root ::= "\\q"']:
+        with pytest.raises(GbnfSyntaxError):
+            parse_gbnf(bad)
+
+
+def test_json_literal_matches_json_dumps():
+    for value in TRICKY:
+        assert accepts(f"root ::= {json_literal(value)}", json.dumps(value, ensure_ascii=False))

@@ -1,0 +1,154 @@
+"""The grammar inside llama.cpp itself (slow tier: needs the compiled library and the embedded
+base GGUF).
+
+1. llama.cpp's GBNF parser accepts every grammar we build (static contracts, dynamic schemas).
+2. llama.cpp's grammar sampler accepts gold-like training targets (`dump_answer`) token by token,
+   ends only where the answer ends, and refuses a changed byte.
+   (Texts llama.cpp's tokenizer cannot round-trip are fed as single-byte tokens.)
+3. 21 outputs sampled at temperature 1.0 from the embedded base under the grammar (three tasks,
+   varied inputs, three seeds each) all parse as JSON and validate against the dynamic schema.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import math
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from memworker.contracts import load_schema
+from memworker.inference import codec
+from memworker.inference.backends import LlamaCppBackend
+from memworker.inference.grammar import schema_to_gbnf
+from memworker.inference.samples import SAMPLES
+from memworker.inference.schema import Limits, build_schema
+from memworker.registry import embedded_gguf_path
+from memworker.wire import dump_answer
+from tests.test_codec_strategies import INPUTS, answers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def vocab_model():
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(embedded_gguf_path()), vocab_only=True, verbose=False)
+    yield llm
+    llm.close()
+
+
+@functools.cache
+def _byte_tokens(llm) -> dict[int, int]:
+    """{byte: id of the vocabulary token that is exactly that one byte} (byte-level BPE)."""
+    out: dict[int, int] = {}
+    for token in range(llm.n_vocab()):
+        piece = llm.detokenize([token])
+        if len(piece) == 1:
+            out.setdefault(piece[0], token)
+    return out
+
+
+def tokens_of(llm, text: str) -> list[int] | None:
+    """Tokens whose bytes are exactly `text`'s UTF-8 bytes, or None when the vocabulary cannot
+    spell them. llama.cpp's tokenizer is not lossless for some code points (U+40000 comes back
+    as 80 80 80): such texts are spelled with single-byte tokens; SmolLM2's vocabulary has no
+    token for the lead bytes F1/F2 (U+40000-U+BFFFF), so no model output can contain those."""
+    data = text.encode("utf-8")
+    tokens = llm.tokenize(data, add_bos=False, special=False)
+    if llm.detokenize(tokens) == data:
+        return tokens
+    byte_tokens = _byte_tokens(llm)
+    if any(b not in byte_tokens for b in data):
+        return None
+    return [byte_tokens[b] for b in data]
+
+
+def llama_accepts(llm, gbnf: str, text: str) -> bool | None:
+    """Feed `text`'s tokens through llama.cpp's grammar sampler: each must survive `apply`
+    (a rejected token gets logit -inf) before it is accepted; at the end EOS must be allowed.
+    None when the vocabulary cannot spell the text."""
+    import llama_cpp
+
+    tokens = tokens_of(llm, text)
+    if tokens is None:
+        return None
+
+    vocab = llm._model.vocab
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), b"root")
+    assert sampler, "llama.cpp could not parse the grammar"
+    try:
+        def allowed(token: int) -> bool:
+            data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+            arr = llama_cpp.llama_token_data_array(data, 1, -1, False)
+            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(arr))
+            return not math.isinf(data[0].logit)
+
+        for token in tokens:
+            if not allowed(token):
+                return False
+            llama_cpp.llama_sampler_accept(sampler, token)
+        return allowed(llama_cpp.llama_vocab_eos(vocab))
+    finally:
+        llama_cpp.llama_sampler_free(sampler)
+
+
+def test_llama_parses_static_and_dynamic_grammars(vocab_model):
+    import llama_cpp
+
+    grammars = [schema_to_gbnf(load_schema(n))
+                for n in ("extract_wire", "consolidate_output", "reflect_output")]
+    grammars += [schema_to_gbnf(build_schema(t, inp, budget_tokens=b))
+                 for t, items in SAMPLES.items() for inp in items for b in (None, -1, 120)]
+    for g in grammars:
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab_model._model.vocab, g.encode(),
+                                                       b"root")
+        assert sampler, g[:300]
+        llama_cpp.llama_sampler_free(sampler)
+
+
+@pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])
+def test_llama_sampler_accepts_gold_like_answers_byte_for_byte(vocab_model, task):
+    @settings(max_examples=12, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data(), inputs=INPUTS[task]())
+    def check(data, inputs):
+        schema = build_schema(task, inputs)
+        gbnf = schema_to_gbnf(schema)
+        text = dump_answer(task, data.draw(answers(schema)))
+        verdict = llama_accepts(vocab_model, gbnf, text)
+        assume(verdict is not None)  # a character the model's vocabulary cannot spell
+        assert verdict, text
+        assert llama_accepts(vocab_model, gbnf, text[:-1] + " " + text[-1]) is False
+        assert llama_accepts(vocab_model, gbnf, text + " ") is False
+
+    check()
+
+
+def test_temperature_one_outputs_all_parse_and_validate():
+    backend = LlamaCppBackend(embedded_gguf_path(), n_ctx=2048, n_threads=2)
+    tight = Limits(claims=1, quotes=1, supersedes=1, name=16, value=16, statement=40,
+                   observations=1, supports=2, answer=60, citations=2)
+    inputs = [("extract", SAMPLES["extract"][0]), ("extract", SAMPLES["extract"][1]),
+              ("extract", SAMPLES["extract"][2]), ("consolidate", SAMPLES["consolidate"][0]),
+              ("consolidate", SAMPLES["consolidate"][1]), ("reflect", SAMPLES["reflect"][0]),
+              ("reflect", SAMPLES["reflect"][2])]
+    outputs = []
+    for task, inp in inputs:
+        request = codec.prepare(task, inp, backend=backend, limits=tight)
+        for seed in (1, 2, 3):  # same prompt three times: the KV cache keeps it cheap
+            gen = backend.generate(request.messages, schema=request.schema,
+                                   grammar=request.grammar, max_tokens=256, temperature=1.0,
+                                   seed=seed)
+            assert gen.finish_reason == "stop", (task, gen.text)
+            answer = json.loads(gen.text)
+            jsonschema.validate(answer, request.schema)
+            outputs.append((task, gen.text))
+    backend.llm.close()
+    assert len(outputs) >= 20
+    assert len({text for _, text in outputs}) > len(inputs)  # sampling really varied
