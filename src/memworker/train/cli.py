@@ -1,0 +1,206 @@
+"""`python train/run.py`: resolve the stage config, build a missing corpus, run missing parent
+stages first, then train the stage (torch, or mlx-lm on Apple silicon) and print its receipt."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from memworker import registry
+from memworker.train import config as tconfig
+from memworker.train import data as tdata
+from memworker.train.lineage import RECEIPT, LineageError, MissingParent
+
+REPO = Path(__file__).resolve().parents[3]
+EXPECTED = (tconfig.ConfigError, tdata.DataError, LineageError, registry.BaseUnavailable)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python train/run.py",
+        description="Train one stage of the memory worker (missing parent stages run first).",
+        epilog="Examples: see the docstring of train/run.py and train/README.md.")
+    parser.add_argument("--stage", required=True,
+                        help=f"stage to train: one of {', '.join(tconfig.STAGE_ORDER)} "
+                        "(or a path to a stage YAML)")
+    parser.add_argument("--profile", help="profile block of the stage YAML: cpu (the ~30-minute "
+                        "CPU chain) or gpu (production base, QLoRA on CUDA)")
+    parser.add_argument("--runs-dir", default="runs",
+                        help="where stage runs live (<runs-dir>/<stage>); default: runs")
+    parser.add_argument("--receipts-dir", default="receipts",
+                        help="receipts are copied here as <stage>-receipt.json ('' = do not copy)")
+    parser.add_argument("--parent-run", help="run folder of the parent stage "
+                        "(default: <runs-dir>/<parent>)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard this stage's previous run folder (checkpoints, receipt)")
+    parser.add_argument("--no-parents", action="store_true",
+                        help="refuse (with the command to run) instead of training missing parents")
+    parser.add_argument("--no-build-corpus", action="store_true",
+                        help="refuse (with the command to run) instead of building a missing corpus")
+    parser.add_argument("--backend", choices=("auto", "torch", "mlx"), default="auto",
+                        help="auto: mlx-lm on Apple silicon when installed, else torch")
+    parser.add_argument("--mlx-export-only", action="store_true",
+                        help="mlx backend: write the data and the mlx_lm command, do not run it")
+    tconfig.add_field_flags(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    overrides = tconfig.flag_overrides(args)
+    from transformers import set_seed
+
+    set_seed(overrides.get("seed", tconfig.StageConfig.seed))  # seed first, before anything random
+    from memworker.train.loop import RunError
+
+    try:
+        receipt, run_dir = run_chain(args, overrides)
+    except (*EXPECTED, RunError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if receipt:
+        _summary(receipt, run_dir, args)
+    return 0
+
+
+def _summary(receipt: dict[str, Any], run_dir: Path, args: argparse.Namespace) -> None:
+    if "command" in receipt and "stage" not in receipt:
+        print(f"train: mlx export written; run: {receipt['command']}")
+        return
+    res = receipt.get("result", {})
+    copied = (f" (copied to {Path(args.receipts_dir) / (receipt['stage'] + '-receipt.json')})"
+              if args.receipts_dir else "")
+    print(f"train: {receipt['stage']} done: step {res.get('global_step', '?')}, final loss "
+          f"{_fmt(res.get('final_train_loss'))}, val loss {_fmt(res.get('val_loss'))}, "
+          f"{res.get('tokens_per_s') or res.get('tokens_per_s_estimate')} tok/s, "
+          f"{res.get('s_per_step')} s/step — receipt {run_dir / RECEIPT}{copied}")
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def pick_backend(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    from memworker.train.mlx_path import mlx_available
+    from memworker.train.model import is_apple_silicon
+
+    if is_apple_silicon():
+        if mlx_available():
+            return "mlx"
+        print("train: Apple silicon without mlx-lm: training with torch on the CPU "
+              "(pip install mlx-lm for the faster mlx path)", file=sys.stderr)
+    return "torch"
+
+
+def _lineage(stage: str, profile: str | None, inherited: dict[str, Any]) -> list[tconfig.StageConfig]:
+    """Configs from the root stage down to `stage` (parents get only inherited flags)."""
+    chain, seen = [], set()
+    cfg = tconfig.load_stage(stage, profile, inherited)
+    while True:
+        chain.append(cfg)
+        seen.add(cfg.name)
+        if cfg.parent is None:
+            return chain[::-1]
+        if cfg.parent in seen:
+            raise tconfig.ConfigError(f"stage parents form a cycle through {cfg.parent}")
+        cfg = tconfig.load_stage(cfg.parent, profile, inherited)
+
+
+def command_for(stage: str, args: argparse.Namespace, inherited: dict[str, Any]) -> str:
+    parts = ["python", "train/run.py", "--stage", stage]
+    if args.profile:
+        parts += ["--profile", args.profile]
+    if args.runs_dir != "runs":
+        parts += ["--runs-dir", args.runs_dir]
+    for key, value in inherited.items():
+        flag = tconfig.FIELDS[key].metadata.get("flag", "--" + key.replace("_", "-"))
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        else:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
+def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
+    from memworker.train import loop, mlx_path
+
+    inherited = {k: v for k, v in overrides.items() if k in tconfig.INHERITED_FLAGS}
+    target = tconfig.load_stage(args.stage, args.profile, overrides)
+    chain = _lineage(target.parent, args.profile, inherited) if target.parent else []
+    chain.append(target)
+    if any(cfg.base != target.base for cfg in chain):
+        raise tconfig.ConfigError("every stage of a chain must use the same base; pass --base")
+    base_model = registry.get(target.base) if target.base in registry.BASES else None
+    if base_model is not None and base_model.needs_gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise registry.BaseUnavailable(f"base {base_model.key} {base_model.install_hint}; "
+                                           "this machine has no CUDA GPU")
+    backend = pick_backend(args.backend)
+    base = registry.prepare(target.base)
+    runs_dir = Path(args.runs_dir)
+    receipts_dir = Path(args.receipts_dir) if args.receipts_dir else None
+    receipt, run_dir = {}, None
+    for cfg in chain:
+        is_target = cfg is target
+        run_dir = Path(cfg.out) if cfg.out else runs_dir / cfg.name
+        if not is_target:
+            if (run_dir / RECEIPT).is_file():
+                continue
+            hint = command_for(cfg.name, args, inherited)
+            if args.no_parents:
+                raise MissingParent(f"stage {target.name} warm-starts from {cfg.name}, which has "
+                                    f"no finished run in {run_dir}; run `{hint}` first")
+            print(f"train: {cfg.name} has no finished run in {run_dir}: running it first "
+                  f"(`{hint}`)")
+        parent_dir = None
+        if cfg.parent:
+            parent_dir = Path(args.parent_run) if is_target and args.parent_run \
+                else runs_dir / cfg.parent
+        ensure_corpus(cfg.corpus, cfg.corpus_domain, args.no_build_corpus)
+        if cfg.replay_fraction > 0:
+            ensure_corpus(cfg.replay_corpus, "coding", args.no_build_corpus)
+        req = loop.RunRequest(
+            cfg=cfg, paths=loop.RunPaths(run_dir, parent_dir, receipts_dir),
+            args={"argv": args.argv,
+                  "given": {k: v for k, v in vars(args).items()
+                            if v not in (None, False) and k != "argv"}},
+            fresh=args.fresh and is_target,
+            parent_hint=command_for(cfg.parent, args, inherited) if cfg.parent else "")
+        if backend == "mlx":
+            receipt = mlx_path.run_mlx(req, base, execute=not args.mlx_export_only)
+        else:
+            receipt = loop.run_stage(req, base)
+    return receipt, run_dir
+
+
+def ensure_corpus(folder: str | Path, domain: str, no_build: bool) -> None:
+    """Build a missing corpus with the corpus stage's own entry script (one process at a time)."""
+    folder = Path(folder)
+    if (folder / "manifest.json").is_file():
+        return
+    cmd = tdata.corpus_command(folder, domain)
+    script = REPO / "corpus" / "build.py"
+    if no_build or not script.is_file():
+        raise tdata.DataError(f"no corpus in {folder}; build it with `{cmd}`")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "manifest.json").is_file():
+            return
+        print(f"train: no corpus in {folder}: building it (`{cmd}`)")
+        argv = [sys.executable, str(script), "--out", str(folder), "--seed", "13"]
+        if domain == "coding":
+            argv += ["--domain", "coding"]
+        if subprocess.run(argv).returncode != 0:
+            raise tdata.DataError(f"building the corpus failed; run `{cmd}` and read its errors")

@@ -1,0 +1,259 @@
+"""Stage configs: one dataclass, one YAML file per stage, named profiles, then flags.
+
+Resolution order (later wins): dataclass defaults → `train/stages/<stage>.yaml` → the YAML's
+`profiles.<name>` block (`--profile`) → command-line flags. Unknown keys anywhere are errors,
+and every field carries help text, which is also the `--help` of `train/run.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memworker.hashing import sha256_json
+
+STAGE_ORDER = ("coding", "general-a", "general")
+PRECISIONS = ("auto", "bf16", "fp32")
+# Flags kept when a missing parent stage is run first on the child's behalf (stage-specific
+# settings such as the corpus, the output folder or the learning rate are not carried over).
+INHERITED_FLAGS = ("base", "qlora", "max_length", "max_steps", "epochs", "precision", "threads",
+                   "train_rows", "val_rows")
+
+
+class ConfigError(ValueError):
+    """A stage file, profile or flag is invalid; the message says which and why."""
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class StageConfig:
+    name: str = _f("", "stage name (the YAML file's stem)")
+    description: str = _f("", "what this stage is for, one line")
+    parent: str | None = _f(None, "stage whose adapter this one warm-starts from (null: fresh)")
+    corpus: str = _f("data/corpus", "corpus folder (manifest.json + wire/{train,val}.jsonl)")
+    corpus_domain: str = _f("general", "domain passed to the corpus builder when the corpus is "
+                            "missing: general | coding")
+    replay_corpus: str | None = _f(None, "corpus whose train rows are replayed (null: none)")
+    replay_fraction: float = _f(0.0, "share of the stage's train rows taken from replay_corpus "
+                                "(0 ≤ f ≤ 0.2)")
+    base: str = _f("smollm2-135m", "base model: a memworker.registry key or a local HF folder")
+    qlora: bool = _f(True, "NF4 4-bit base with double quantisation (QLoRA); false: plain LoRA "
+                     "on a 16/32-bit base")
+    lora_r: int = _f(16, "LoRA rank (r)")
+    lora_alpha: int = _f(32, "LoRA alpha (scale = alpha / r)")
+    lora_dropout: float = _f(0.05, "dropout on the LoRA branch")
+    target_modules: str = _f("all-linear", "modules that get LoRA adapters (peft syntax)")
+    max_length: int = _f(4096, "longest row in tokens; longer rows are excluded and counted, "
+                         "never truncated")
+    epochs: float = _f(1.0, "passes over the train rows (ignored when max_steps > 0)")
+    max_steps: int = _f(-1, "optimizer steps to run (-1: use epochs)")
+    learning_rate: float = _f(2e-4, "peak learning rate", flag="--lr")
+    lr_scheduler: str = _f("cosine", "transformers scheduler name")
+    warmup: float = _f(0.03, "warm-up: a ratio of all steps if < 1, else a number of steps")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
+    max_batch_tokens: int = _f(0, "with share_prefix: at most this many padded tokens per batch "
+                               "(rows x longest row); bounds memory, which grows ~3.3 MB per "
+                               "token for the 135M base in fp32 (0: no bound)")
+    grad_accum: int = _f(8, "micro-batches per optimizer step")
+    eval_steps: int = _f(100, "validate every N steps (and at the end)")
+    save_steps: int = _f(50, "checkpoint every N steps (resume point)")
+    logging_steps: int = _f(5, "log the training loss every N steps")
+    save_total_limit: int = _f(2, "checkpoints kept")
+    train_rows: int = _f(0, "use only the first N train rows in a seeded order (0: all)")
+    val_rows: int = _f(0, "validate on the first N val rows in a seeded order (0: all)")
+    seed: int = _f(13, "seed for sampling, dropout, LoRA init and row order")
+    precision: str = _f("auto", "compute precision: auto (bf16 where the device supports it) | "
+                        "bf16 | fp32")
+    group_by_length: bool = _f(True, "batch rows of similar length (less padding)")
+    answer_logits_only: bool = _f(True, "compute vocabulary logits only where the loss is taken "
+                                  "(answer tokens); same loss, less compute")
+    share_prefix: bool = _f(True, "batch rows of one task together and run their common prompt "
+                            "opening once per batch (same loss; the prefix's LoRA-dropout masks "
+                            "are shared by the batch); needs batch_size > 1")
+    gradient_checkpointing: bool = _f(False, "recompute activations in backward (less memory; "
+                                      "not with share_prefix)")
+    threads: int = _f(0, "CPU threads for torch (0: the cores this process may use)")
+    out: str = _f("", "run folder (default: <runs-dir>/<name>)", flag="--out")
+
+    def validate(self) -> StageConfig:
+        problems = []
+        if self.parent is not None and self.parent not in STAGE_ORDER:
+            problems.append(f"parent {self.parent!r} is not a stage ({', '.join(STAGE_ORDER)})")
+        if self.parent == self.name:
+            problems.append("a stage cannot be its own parent")
+        if self.corpus_domain not in ("general", "coding"):
+            problems.append(f"corpus_domain must be general or coding, not {self.corpus_domain!r}")
+        if not 0.0 <= self.replay_fraction <= 0.2:
+            problems.append(f"replay_fraction must be in [0, 0.2], not {self.replay_fraction}")
+        if self.replay_fraction > 0 and not self.replay_corpus:
+            problems.append("replay_fraction > 0 needs replay_corpus")
+        if self.precision not in PRECISIONS:
+            problems.append(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
+        for name in ("lora_r", "lora_alpha", "max_length", "batch_size", "grad_accum",
+                     "eval_steps", "save_steps", "logging_steps", "save_total_limit"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be ≥ 1, not {getattr(self, name)}")
+        for name in ("train_rows", "val_rows", "threads", "max_batch_tokens"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be ≥ 0, not {getattr(self, name)}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            problems.append(f"lora_dropout must be in [0, 1), not {self.lora_dropout}")
+        if self.max_steps == 0 or self.max_steps < -1:
+            problems.append(f"max_steps must be ≥ 1 or -1, not {self.max_steps}")
+        if self.max_steps == -1 and self.epochs <= 0:
+            problems.append(f"epochs must be > 0, not {self.epochs}")
+        if self.share_prefix and self.gradient_checkpointing:
+            problems.append("share_prefix needs the KV cache, which gradient_checkpointing "
+                            "turns off: set one of them to false")
+        if self.learning_rate <= 0:
+            problems.append(f"learning_rate must be > 0, not {self.learning_rate}")
+        if problems:
+            raise ConfigError(f"stage {self.name or '?'}: " + "; ".join(problems))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def sha256(self) -> str:
+        return sha256_json(self.to_dict())
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
+
+
+def stages_dir() -> Path:
+    """`$MEMWORKER_STAGES`, else the repository's `train/stages` next to the source tree."""
+    env = os.environ.get("MEMWORKER_STAGES")
+    folder = Path(env) if env else Path(__file__).resolve().parents[3] / "train" / "stages"
+    if not folder.is_dir():
+        raise ConfigError(f"stage configs not found in {folder}; set MEMWORKER_STAGES or run "
+                          "from a source checkout")
+    return folder
+
+
+def _check_keys(mapping: dict, where: str, forbidden: tuple[str, ...] = ()) -> None:
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    unknown = sorted(set(mapping) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(FIELDS)}")
+    bad = sorted(set(mapping) & set(forbidden))
+    if bad:
+        raise ConfigError(f"{where}: {bad} cannot be set here")
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    """YAML scalars → the field's type (ints are accepted for floats, never the reverse)."""
+    kind = FIELDS[name].type
+    if value is None:
+        if "None" in kind:
+            return None
+        raise ConfigError(f"{where}: {name} cannot be null")
+    if kind.startswith("bool"):
+        ok = isinstance(value, bool)
+    elif kind.startswith("int"):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind.startswith("float"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ConfigError(f"{where}: {name} must be {kind}, got {value!r}")
+    return value
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"key {key!r} appears twice (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def read_stage_file(path: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(values, profiles) of one stage YAML; validates keys and types, not cross-field rules."""
+    path = Path(path)
+    try:
+        doc = yaml.load(path.read_text("utf-8"), Loader=_UniqueKeyLoader) or {}
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    profiles = doc.pop("profiles", {}) or {}
+    _check_keys(doc, str(path))
+    values = {k: _coerce(k, v, str(path)) for k, v in doc.items()}
+    if not isinstance(profiles, dict):
+        raise ConfigError(f"{path}: profiles must map a profile name to overrides")
+    checked = {}
+    for pname, block in profiles.items():
+        where = f"{path}: profile {pname!r}"
+        _check_keys(block or {}, where, forbidden=("name", "parent"))
+        checked[pname] = {k: _coerce(k, v, where) for k, v in (block or {}).items()}
+    return values, checked
+
+
+def stage_path(stage: str) -> Path:
+    path = stages_dir() / f"{stage}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in stages_dir().glob("*.yaml"))
+        raise ConfigError(f"no stage {stage!r}: {path} is missing; known stages: {known}")
+    return path
+
+
+def load_stage(stage: str, profile: str | None = None,
+               overrides: dict[str, Any] | None = None) -> StageConfig:
+    """The resolved, validated config of `stage` (a name in train/stages or a YAML path)."""
+    path = Path(stage) if stage.endswith((".yaml", ".yml")) else stage_path(stage)
+    values, profiles = read_stage_file(path)
+    values.setdefault("name", path.stem)
+    if profile:
+        if profile not in profiles:
+            raise ConfigError(f"{path}: no profile {profile!r}; it has {sorted(profiles) or 'none'}")
+        values.update(profiles[profile])
+    for key, value in (overrides or {}).items():
+        if key not in FIELDS:
+            raise ConfigError(f"unknown override {key!r}")
+        values[key] = _coerce(key, value, "command line")
+    return StageConfig(**values).validate()
+
+
+def add_field_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per field (`--max-steps`, `--lr`, `--qlora/--no-qlora` ...), all default None
+    so that only flags actually given override the YAML."""
+    group = parser.add_argument_group("stage settings (override the YAML; defaults shown there)")
+    for name, f in FIELDS.items():
+        if name in ("name", "description", "parent"):
+            continue
+        flag = f.metadata.get("flag", "--" + name.replace("_", "-"))
+        kind = f.type
+        kw: dict[str, Any] = {"dest": name, "default": None, "help": f.metadata["help"]}
+        if kind.startswith("bool"):
+            kw["action"] = argparse.BooleanOptionalAction
+        elif kind.startswith("int"):
+            kw["type"] = int
+        elif kind.startswith("float"):
+            kw["type"] = float
+        group.add_argument(flag, **kw)
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in FIELDS
+            if getattr(args, name, None) is not None}

@@ -1,0 +1,282 @@
+"""Training data: hash-verified corpus rows → answer-only token rows → padded batches.
+
+Answer-only loss: a row's prompt is `apply_chat_template(messages[:-1],
+add_generation_prompt=True)` and its full text `apply_chat_template(messages)`. The prompt must
+be a token prefix of the full text (checked, never assumed); the labels are -100 over that
+prefix and equal the input ids from the first answer token up to and including the base's
+end-of-turn token (`<|im_end|>`). Whatever the template appends after it (a newline) is dropped.
+Rows longer than `max_length` are excluded and counted, never truncated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memworker.hashing import sha256_bytes
+
+IGNORE = -100
+SPLITS = ("train", "val", "test")
+
+
+class DataError(ValueError):
+    """The corpus or a row cannot be used; the message says what to do."""
+
+
+# --- corpus access ------------------------------------------------------------------------------
+
+def corpus_command(folder: str | Path, domain: str, seed: int = 13) -> str:
+    extra = " --domain coding" if domain == "coding" else ""
+    return f"python corpus/build.py --out {folder} --seed {seed}{extra}"
+
+
+def verify_corpus(folder: str | Path, domain: str = "general") -> dict[str, Any]:
+    """The corpus manifest after `memworker.corpus.verify_corpus` checked every listed file's
+    sha256 (raises DataError saying how to rebuild)."""
+    from memworker.corpus import verify_corpus as corpus_verify
+
+    folder = Path(folder)
+    if not (folder / "manifest.json").is_file():
+        raise DataError(f"no corpus in {folder} (manifest.json missing); build it with "
+                        f"`{corpus_command(folder, domain)}`")
+    try:
+        return corpus_verify(folder)
+    except ValueError as exc:  # CorpusIntegrityError is a ValueError
+        raise DataError(f"corpus {folder} does not verify: {exc}") from None
+
+
+def load_wire_rows(folder: str | Path, split: str) -> list[dict[str, Any]]:
+    from memworker.corpus import load_rows
+
+    return list(load_rows(folder, split, form="wire"))
+
+
+def split_sha256(manifest: dict[str, Any], split: str) -> str | None:
+    """sha256 of a split's wire file as the manifest records it."""
+    return (manifest.get("files") or {}).get(f"wire/{split}.jsonl")
+
+
+def seeded_order(rows: list[dict[str, Any]], seed: int, salt: str = "") -> list[dict[str, Any]]:
+    """Rows in an order fixed by (seed, salt, row id): stable across machines and row order."""
+    return sorted(rows, key=lambda r: sha256_bytes(f"{seed}:{salt}:{r['id']}".encode()))
+
+
+def replay_count(n_main: int, fraction: float) -> int:
+    """Replay rows so that they are at most `fraction` of all rows (main + replay)."""
+    if fraction <= 0:
+        return 0
+    return int(n_main * fraction / (1.0 - fraction))
+
+
+# --- answer-only encoding ----------------------------------------------------------------------
+
+@dataclass
+class Encoded:
+    input_ids: list[int]
+    labels: list[int]
+    source: int = -1  # index of the row it came from
+    group: str = ""  # the row's task: rows of one task share their prompt's opening tokens
+
+    @property
+    def n_answer(self) -> int:
+        return sum(1 for x in self.labels if x != IGNORE)
+
+    @property
+    def prompt_len(self) -> int:
+        return first_label(self.labels)
+
+
+def first_label(labels) -> int:
+    return next(i for i, x in enumerate(labels) if x != IGNORE)
+
+
+class TooLong(Exception):
+    def __init__(self, length: int):
+        self.length = length
+
+
+def _ids(tokenizer, messages, **kw) -> list[int]:
+    out = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False, **kw)
+    return list(out)
+
+
+def encode_chat(tokenizer, messages: list[dict[str, str]], max_length: int,
+                end_of_turn: str) -> Encoded:
+    """Input ids and answer-only labels of one chat whose last message is the answer.
+    Raises TooLong (row excluded) or DataError (the template cannot be masked safely)."""
+    if not messages or messages[-1].get("role") != "assistant":
+        raise DataError("a training row must end with the assistant's answer")
+    if messages[0].get("role") != "system":
+        raise DataError("a training row must start with our system prompt (the base's chat "
+                        "template would inject its own)")
+    prompt = _ids(tokenizer, messages[:-1], add_generation_prompt=True)
+    full = _ids(tokenizer, messages)
+    if full[: len(prompt)] != prompt:
+        raise DataError("the chat template is not prefix-stable: the tokenized prompt is not a "
+                        "prefix of the tokenized chat, so the answer cannot be masked exactly")
+    eot = tokenizer.convert_tokens_to_ids(end_of_turn)
+    try:
+        end = full.index(eot, len(prompt))
+    except ValueError:
+        raise DataError(f"no end-of-turn token {end_of_turn!r} after the answer") from None
+    ids = full[: end + 1]
+    if len(ids) > max_length:
+        raise TooLong(len(ids))
+    return Encoded(ids, [IGNORE] * len(prompt) + ids[len(prompt):])
+
+
+@dataclass
+class SplitStats:
+    rows: int = 0
+    excluded: Counter = field(default_factory=Counter)
+    tokens: int = 0
+    answer_tokens: int = 0
+    max_tokens: int = 0
+    longest_excluded: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "excluded": dict(sorted(self.excluded.items())),
+            "tokens_total": self.tokens,
+            "tokens_answer": self.answer_tokens,
+            "tokens_mean": round(self.tokens / self.rows, 1) if self.rows else 0.0,
+            "tokens_max": self.max_tokens,
+            "longest_excluded": self.longest_excluded,
+        }
+
+
+def encode_rows(tokenizer, rows: list[dict[str, Any]], max_length: int,
+                end_of_turn: str) -> tuple[list[Encoded], SplitStats]:
+    encoded, stats = [], SplitStats()
+    for index, row in enumerate(rows):
+        try:
+            enc = encode_chat(tokenizer, row["messages"], max_length, end_of_turn)
+        except TooLong as exc:
+            stats.excluded["too_long"] += 1
+            stats.longest_excluded = max(stats.longest_excluded, exc.length)
+            continue
+        except DataError as exc:
+            raise DataError(f"row {row.get('id', '?')}: {exc}") from None
+        enc.source, enc.group = index, str(row.get("task", ""))
+        encoded.append(enc)
+        stats.rows += 1
+        stats.tokens += len(enc.input_ids)
+        stats.answer_tokens += enc.n_answer
+        stats.max_tokens = max(stats.max_tokens, len(enc.input_ids))
+    return encoded, stats
+
+
+def to_dataset(encoded: list[Encoded]):
+    """A `datasets.Dataset` with input_ids, labels, length (for length-grouped batching) and
+    group (the task, for shared-prefix batching)."""
+    from datasets import Dataset
+
+    return Dataset.from_dict({
+        "input_ids": [e.input_ids for e in encoded],
+        "labels": [e.labels for e in encoded],
+        "length": [len(e.input_ids) for e in encoded],
+        "group": [e.group for e in encoded],
+    })
+
+
+def common_prefix(seqs: list[list[int]]) -> int:
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        if any(s[i] != first[i] for s in seqs):
+            return i
+    return n
+
+
+@dataclass
+class PadCollator:
+    """Right-pads a batch to its longest row; pad labels are -100, the attention mask 0.
+
+    With `share_prefix`, a batch of several rows whose prompts open with the same tokens (rows of
+    one task: system prompt + task instructions) is split into `prefix_ids` (1, P), run once, and
+    per-row suffixes (`input_ids`, `labels`). P stops at least one token before the first answer
+    token of every row, so every loss target lies in the suffixes. `attention_mask` then spans
+    prefix + suffix (B, P + S), and its sum still counts every token of every row."""
+
+    pad_id: int
+    multiple_of: int = 1
+    share_prefix: bool = False
+    min_prefix: int = 16
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        seqs = [list(f["input_ids"]) for f in features]
+        labels = [list(f["labels"]) for f in features]
+        prefix = 0
+        if self.share_prefix and len(seqs) > 1:
+            prefix = min(common_prefix(seqs), min(first_label(x) for x in labels) - 1)
+            if prefix < self.min_prefix:
+                prefix = 0
+        longest = max(len(s) for s in seqs) - prefix
+        longest = -(-longest // self.multiple_of) * self.multiple_of
+        ids, labs, mask = [], [], []
+        for seq, lab in zip(seqs, labels, strict=True):
+            pad = longest - (len(seq) - prefix)
+            ids.append(seq[prefix:] + [self.pad_id] * pad)
+            labs.append(lab[prefix:] + [IGNORE] * pad)
+            mask.append([1] * len(seq) + [0] * pad)
+        batch = {"input_ids": torch.tensor(ids), "labels": torch.tensor(labs),
+                 "attention_mask": torch.tensor(mask)}
+        if prefix:
+            batch["prefix_ids"] = torch.tensor([seqs[0][:prefix]])
+        return batch
+
+
+class TaskBatchSampler:
+    """Batches (lists of row indices) in which every batch holds rows of one group (task) and of
+    similar length, so that PadCollator(share_prefix=True) can run their common opening once.
+    A batch has at most `batch_size` rows and, when `max_tokens` > 0, at most `max_tokens`
+    padded tokens (rows x longest row; a longer row forms a batch alone): memory per step then
+    stays bounded whatever the row lengths. Batch order is shuffled. Everything is
+    deterministic in (seed, epoch), so a resumed run replays the same batches."""
+
+    def __init__(self, groups: list[str], lengths: list[int], batch_size: int, seed: int,
+                 max_tokens: int = 0):
+        self.groups, self.lengths = groups, lengths
+        self.batch_size, self.max_tokens, self.seed = batch_size, max_tokens, seed
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._batches = self._plan()
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def __iter__(self):
+        return iter([list(b) for b in self._batches])
+
+    def _fits(self, batch: list[int], row: int) -> bool:
+        if len(batch) >= self.batch_size:
+            return False
+        longest = max(self.lengths[i] for i in [*batch, row])
+        return not self.max_tokens or longest * (len(batch) + 1) <= self.max_tokens
+
+    def _plan(self) -> list[list[int]]:
+        import torch
+
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        batches = []
+        for name in sorted(set(self.groups)):
+            members = [i for i, g in enumerate(self.groups) if g == name]
+            order = [members[j] for j in torch.randperm(len(members), generator=gen).tolist()]
+            mega = self.batch_size * 16  # sort by length within chunks, keep some randomness
+            for start in range(0, len(order), mega):
+                batch: list[int] = []
+                for row in sorted(order[start:start + mega], key=lambda i: -self.lengths[i]):
+                    if batch and not self._fits(batch, row):
+                        batches.append(batch)
+                        batch = []
+                    batch.append(row)
+                if batch:
+                    batches.append(batch)
+        return [batches[j] for j in torch.randperm(len(batches), generator=gen).tolist()]

@@ -1,0 +1,368 @@
+"""One stage run: data → model → Trainer (answer-only loss) → adapter → receipt.
+
+The loss is the mean cross-entropy over answer tokens (the labels that are not -100), normalised
+over the whole accumulated batch (and across processes under `accelerate launch`). With
+`answer_logits_only` the vocabulary projection runs only at the positions whose next token is an
+answer token (`logits_to_keep` as a boolean mask): the same loss and gradients, less compute.
+Interrupted runs resume from the last checkpoint in `<run>/checkpoints`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+from memworker import prompts
+from memworker.hashing import sha256_json
+from memworker.registry import PreparedBase
+from memworker.train import data as tdata
+from memworker.train import lineage, report
+from memworker.train import model as tmodel
+from memworker.train.config import StageConfig
+
+
+class RunError(ValueError):
+    """The run cannot start or continue as asked; the message says what to do."""
+
+
+@dataclass
+class RunPaths:
+    run_dir: Path
+    parent_dir: Path | None = None
+    receipts_dir: Path | None = None
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+
+@dataclass
+class RunRequest:
+    cfg: StageConfig
+    paths: RunPaths
+    args: dict[str, Any] = field(default_factory=dict)  # the command line, for the receipt
+    fresh: bool = False
+    parent_hint: str = ""  # the command that (re)builds the parent stage
+    callbacks: list[TrainerCallback] = field(default_factory=list)  # tests: interrupt a run
+
+
+class AnswerOnlyTrainer(Trainer):
+    """Trainer whose loss is the answer-token cross-entropy, computed by us (never truncated)."""
+
+    loss_is_scaled_for_ga = True
+
+    def __init__(self, *args: Any, answer_logits_only: bool = True,
+                 batch_sampler: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.answer_logits_only = answer_logits_only
+        self.batch_sampler = batch_sampler
+        self.rows_seen = 0
+
+    def get_train_dataloader(self):
+        """Batches from `batch_sampler` (one task each, bounded tokens) when given."""
+        if self.batch_sampler is None:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(self.train_dataset, batch_sampler=self.batch_sampler,
+                            collate_fn=self.data_collator, num_workers=0)
+        return self.accelerator.prepare(loader)
+
+    shared_prefix_tokens = 0  # prompt tokens not recomputed thanks to shared prefixes (this process)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if model.training:
+            self.rows_seen += inputs["labels"].shape[0]
+        if "prefix_ids" in inputs:
+            self.shared_prefix_tokens += inputs["prefix_ids"].shape[1] * (
+                inputs["labels"].shape[0] - 1)
+        loss, outputs = answer_loss(model, inputs, self.answer_logits_only)
+        if not model.training or num_items_in_batch is None:
+            # validation (and any call without a count): the mean over this batch's answer
+            # tokens. Validation batches hold one row, so eval_loss is the mean over rows of
+            # each row's answer-token loss on any number of processes.
+            loss = loss / inputs["labels"][:, 1:].ne(tdata.IGNORE).sum().clamp(min=1)
+            if model.training:
+                loss = loss / self.current_gradient_accumulation_steps
+        else:  # training: normalised over the whole accumulated (and multi-process) batch
+            loss = loss / num_items_in_batch
+            if self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
+                loss = loss * self.accelerator.num_processes  # DDP averages gradients
+        return (loss, outputs) if return_outputs else loss
+
+
+def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
+    """(summed cross-entropy over answer tokens, model outputs). Position t predicts token t+1;
+    `keep[b, t]` marks the positions whose target is an answer token. A batch with `prefix_ids`
+    (see data.PadCollator) runs that shared prefix once, then the suffixes on its KV cache."""
+    labels = inputs["labels"]
+    targets = labels[:, 1:]
+    keep = torch.zeros_like(labels, dtype=torch.bool)
+    keep[:, :-1] = targets.ne(tdata.IGNORE)
+    kw = {"input_ids": inputs["input_ids"], "attention_mask": inputs.get("attention_mask")}
+    if "prefix_ids" in inputs:
+        kw.update(_prefix_cache(model, inputs["prefix_ids"], labels.shape))
+    if logits_only:
+        outputs = model(**kw, logits_to_keep=keep)
+        logits = outputs.logits  # (answer positions, vocab)
+    else:
+        outputs = model(**kw)
+        logits = outputs.logits[keep]
+    loss = F.cross_entropy(logits.float(), targets[keep[:, :-1]], reduction="sum")
+    return loss, outputs
+
+
+def _prefix_cache(model, prefix_ids: torch.Tensor, shape: torch.Size) -> dict[str, Any]:
+    """Run the shared prefix once (with gradients) and expand its KV cache to the batch: the
+    suffix forward then sees exactly what it would in the full rows, and the gradients of all
+    rows flow back through the one prefix computation."""
+    from transformers import DynamicCache
+
+    config = getattr(model, "module", model).config
+    cache = DynamicCache(config=config)
+    model(input_ids=prefix_ids, cache=cache, use_cache=True, logits_to_keep=1)
+    batch, suffix = shape
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(batch, -1, -1, -1)
+        layer.values = layer.values.expand(batch, -1, -1, -1)
+    start = prefix_ids.shape[1]
+    positions = torch.arange(start, start + suffix, device=prefix_ids.device)
+    return {"cache": cache, "use_cache": True, "position_ids": positions.expand(batch, -1)}
+
+
+def _load_split(folder: Path, domain: str, manifest: dict, split: str, seed: int,
+                limit: int) -> list[dict]:
+    rows = tdata.seeded_order(tdata.load_wire_rows(folder, split), seed, split)
+    return rows[:limit] if limit else rows
+
+
+def prepare_data(cfg: StageConfig) -> dict[str, Any]:
+    """Verified, seeded, optionally replay-mixed rows per split + their provenance."""
+    corpus = Path(cfg.corpus)
+    manifest = tdata.verify_corpus(corpus, cfg.corpus_domain)
+    train = _load_split(corpus, cfg.corpus_domain, manifest, "train", cfg.seed, 0)
+    val = _load_split(corpus, cfg.corpus_domain, manifest, "val", cfg.seed, cfg.val_rows)
+    provenance: dict[str, Any] = {
+        "corpus": str(corpus),
+        "manifest_sha256": report.file_sha(corpus / "manifest.json"),
+        "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
+    }
+    if cfg.replay_fraction > 0:
+        replay_dir = Path(cfg.replay_corpus)
+        replay_manifest = tdata.verify_corpus(replay_dir, "coding")
+        pool = tdata.seeded_order(tdata.load_wire_rows(replay_dir, "train"), cfg.seed, "replay")
+        n = min(len(pool), tdata.replay_count(len(train), cfg.replay_fraction))
+        provenance["replay"] = {
+            "corpus": str(replay_dir), "rows": n, "fraction": round(n / (n + len(train)), 4),
+            "manifest_sha256": report.file_sha(replay_dir / "manifest.json"),
+            "split_sha256": {"train": tdata.split_sha256(replay_manifest, "train")},
+        }
+        train = tdata.seeded_order(train + pool[:n], cfg.seed, "mix")
+    if cfg.train_rows:
+        train = train[: cfg.train_rows]
+    if not train or not val:
+        raise RunError(f"stage {cfg.name}: no {'train' if not train else 'val'} rows in "
+                       f"{corpus}; rebuild it with `{tdata.corpus_command(corpus, cfg.corpus_domain)}`")
+    return {"train": train, "val": val, "provenance": provenance}
+
+
+class _Clock(TrainerCallback):
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start_step, self.start_tokens, self.t0 = (state.global_step,
+                                                       state.num_input_tokens_seen, time.time())
+
+
+def training_args(cfg: StageConfig, device: tmodel.Device, out: Path) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=cfg.batch_size,
+        per_device_eval_batch_size=1,
+        gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.learning_rate,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup if cfg.warmup < 1 else int(cfg.warmup),
+        weight_decay=cfg.weight_decay,
+        logging_steps=cfg.logging_steps,
+        logging_first_step=True,
+        eval_strategy="steps",
+        eval_steps=cfg.eval_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=device.bf16,
+        use_cpu=device.kind == "cpu",
+        report_to=[],
+        remove_unused_columns=False,
+        label_names=["labels"],
+        prediction_loss_only=True,
+        train_sampling_strategy="group_by_length" if cfg.group_by_length else "random",
+        length_column_name="length",
+        include_num_input_tokens_seen="non_padding",
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,
+        disable_tqdm=False,
+    )
+
+
+def _is_main() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def _check_resume(req: RunRequest, identity: dict) -> tuple[str, str | None]:
+    """("done", None) when this exact run already finished, ("resume", checkpoint or None)
+    otherwise; refuses to mix two configs (or bases, or parents) in one run folder."""
+    run_dir = req.paths.run_dir
+    cfg_path, receipt_path = run_dir / "config.json", run_dir / lineage.RECEIPT
+    if req.fresh and run_dir.exists() and _is_main():
+        shutil.rmtree(run_dir)
+    _barrier()
+    if not cfg_path.is_file():
+        return "resume", None
+    previous = json.loads(cfg_path.read_text("utf-8"))
+    differs = [k for k in identity if previous.get(k) != identity[k]]
+    if differs:
+        raise RunError(f"{run_dir} holds a run with another {', '.join(differs)}; pass --fresh "
+                       "to replace it or --out to use another folder")
+    if receipt_path.is_file():
+        return "done", None
+    ckpts = req.paths.checkpoints
+    return "resume", get_last_checkpoint(str(ckpts)) if ckpts.is_dir() else None
+
+
+def _barrier() -> None:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()
+
+
+def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
+    """Train one stage; returns its receipt (also written to disk by the main process)."""
+    cfg, paths = req.cfg, req.paths
+    parent_receipt, parent_sha = None, None
+    if cfg.parent:
+        parent_receipt, parent_sha = lineage.check_parent(paths.parent_dir, cfg.parent, base,
+                                                          req.parent_hint)
+    identity = {"stage": cfg.name, "config_sha256": cfg.sha256(),
+                "base_weights_sha256": base.sha256, "parent_receipt_sha256": parent_sha}
+    state_, resume_from = _check_resume(req, identity)
+    if state_ == "done":
+        print(f"train: stage {cfg.name} is already trained with this config in {paths.run_dir} "
+              "(pass --fresh to retrain)")
+        return json.loads((paths.run_dir / lineage.RECEIPT).read_text("utf-8"))
+
+    device = tmodel.pick_device(cfg)
+    rows = prepare_data(cfg)
+    tokenizer = tmodel.load_tokenizer(base.path)
+    eot = base.model.end_of_turn
+    train_enc, train_stats = tdata.encode_rows(tokenizer, rows["train"], cfg.max_length, eot)
+    val_enc, val_stats = tdata.encode_rows(tokenizer, rows["val"], cfg.max_length, eot)
+    if not train_enc or not val_enc:
+        raise RunError(f"stage {cfg.name}: every {'train' if not train_enc else 'val'} row is "
+                       f"longer than max_length={cfg.max_length}; raise --max-length")
+    print(f"train: {cfg.name}: {train_stats.rows} train rows ({dict(train_stats.excluded) or 'none'}"
+          f" excluded), {val_stats.rows} val rows, device {device.kind} x{device.threads} threads, "
+          f"{'bf16' if device.bf16 else 'fp32'}, {'NF4 QLoRA' if cfg.qlora else 'LoRA'}")
+
+    paths.run_dir.mkdir(parents=True, exist_ok=True)
+    if _is_main():  # the resolved config goes to disk before training starts
+        doc = {**identity, "config": cfg.to_dict(), "base": base.identity, "args": req.args,
+               "device": device.to_dict(), "environment": report.environment()}
+        (paths.run_dir / "config.json").write_text(json.dumps(doc, indent=2, sort_keys=True)
+                                                   + "\n", "utf-8")
+
+    parent_adapter = paths.parent_dir / lineage.ADAPTER_DIR if cfg.parent else None
+    model = tmodel.load_model(base, cfg, device, parent_adapter)
+    clock = _Clock()
+    share = cfg.share_prefix and cfg.batch_size > 1
+    batches = tdata.TaskBatchSampler([e.group for e in train_enc],
+                                     [len(e.input_ids) for e in train_enc], cfg.batch_size,
+                                     cfg.seed, cfg.max_batch_tokens) if share else None
+    trainer = AnswerOnlyTrainer(
+        model=model,
+        args=training_args(cfg, device, paths.checkpoints),
+        train_dataset=tdata.to_dataset(train_enc),
+        eval_dataset=tdata.to_dataset(val_enc),
+        data_collator=tdata.PadCollator(tokenizer.pad_token_id, share_prefix=share),
+        processing_class=tokenizer,
+        callbacks=[clock, *req.callbacks],
+        answer_logits_only=cfg.answer_logits_only,
+        batch_sampler=batches,
+    )
+    if resume_from:
+        print(f"train: resuming {cfg.name} from {resume_from}")
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    runtime = time.time() - clock.t0
+    state = trainer.state
+    last = state.log_history[-1] if state.log_history else {}
+    if not any("eval_loss" in h and h.get("step") == state.global_step for h in state.log_history):
+        last = trainer.evaluate()  # the Trainer did not validate at the final step itself
+    val_loss = next((h["eval_loss"] for h in reversed(state.log_history) if "eval_loss" in h),
+                    last.get("eval_loss"))
+    if not trainer.is_world_process_zero():
+        return {}
+
+    adapter_dir = paths.run_dir / lineage.ADAPTER_DIR
+    shutil.rmtree(adapter_dir, ignore_errors=True)
+    trainer.model.save_pretrained(adapter_dir)
+    state_path = paths.run_dir / "trainer_state.json"
+    state.save_to_json(str(state_path))
+    steps = state.global_step - clock.start_step
+    tokens = state.num_input_tokens_seen - clock.start_tokens
+    losses = [h["loss"] for h in state.log_history if "loss" in h]
+    receipt = {
+        "stage": cfg.name,
+        "description": cfg.description,
+        "args": req.args,
+        "config": cfg.to_dict(),
+        "config_sha256": identity["config_sha256"],
+        "base": {**base.identity, "path": str(base.path)},
+        "parent": None if not cfg.parent else {
+            "stage": cfg.parent, "run_dir": str(paths.parent_dir),
+            "receipt_sha256": parent_sha, "adapter_sha256": parent_receipt["adapter"]["sha256"],
+        },
+        "data": {**rows["provenance"], "train": train_stats.to_dict(), "val": val_stats.to_dict(),
+                 "max_length": cfg.max_length},
+        "prompts_sha256": prompts.template_hashes(),
+        "device": device.to_dict(),
+        "params": tmodel.count_params(trainer.model),
+        "result": {
+            "global_step": state.global_step,
+            "steps_this_session": steps,
+            "resumed_from": resume_from and Path(resume_from).name,
+            "runtime_s": round(runtime, 2),
+            "s_per_step": round(runtime / steps, 3) if steps else None,
+            "rows_this_session_main_process": trainer.rows_seen,
+            "samples_per_s": round(trainer.rows_seen * device.world_size / runtime, 3),
+            "tokens_this_session": tokens,
+            "shared_prefix_tokens_main_process": trainer.shared_prefix_tokens,
+            "tokens_per_s": round(tokens / runtime, 1) if runtime else None,
+            "final_train_loss": losses[-1] if losses else None,
+            "mean_train_loss": result.metrics.get("train_loss"),
+            "val_loss": val_loss,
+            "epoch": state.epoch,
+        },
+        "memory_peak": report.peak_memory(),
+        "trainer_state_sha256": report.file_sha(state_path),
+        "adapter": {"files": lineage.adapter_files(paths.run_dir),
+                    "sha256": sha256_json(lineage.adapter_files(paths.run_dir))},
+        "environment": report.environment(),
+    }
+    report.loss_curve(state.log_history, paths.run_dir / "loss.png",
+                      f"{cfg.name} on {base.model.key}")
+    report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
+    return receipt

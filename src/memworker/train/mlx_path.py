@@ -1,0 +1,187 @@
+"""The Apple path: the same wire rows, trained with mlx-lm's LoRA instead of torch.
+
+Export format: chat JSONL (`{"messages": [system, user, assistant]}`) in `<run>/mlx-data/
+{train,valid}.jsonl`, trained with `--mask-prompt`. mlx-lm then masks exactly
+`apply_chat_template(messages[:-1], add_generation_prompt=True)`, the prefix our torch path masks.
+(Its prompt/completion format is not used: it rebuilds the chat as [user, assistant] and drops
+our system prompt, and SmolLM2's template would then inject its own.) Rows longer than
+max_length are excluded and counted here, so mlx-lm never truncates one.
+
+The exact command is written to `<run>/mlx-command.txt` and into the receipt, e.g.:
+
+    python -m mlx_lm lora --model ~/.cache/memworker/bases/smollm2-135m --train \\
+        --data runs/coding/mlx-data --adapter-path runs/coding/adapter -c runs/coding/mlx-lora.yaml \\
+        --fine-tune-type lora --mask-prompt --num-layers -1 --batch-size 1 \\
+        --grad-accumulation-steps 8 --iters 2400 --learning-rate 0.0002 --max-seq-length 4096 \\
+        --val-batches -1 --steps-per-eval 800 --steps-per-report 40 --save-every 400 --seed 13
+
+Differences from the torch path, recorded in the receipt: plain LoRA on the 16/32-bit base (no
+NF4), no resume from a mid-run checkpoint (a rerun restarts the stage), and the tokens mlx-lm
+trains on include the newline its chat template puts after `<|im_end|>`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memworker import prompts
+from memworker.hashing import sha256_json, write_jsonl
+from memworker.registry import PreparedBase
+from memworker.train import data as tdata
+from memworker.train import lineage, report
+from memworker.train.config import StageConfig
+from memworker.train.loop import RunError, RunRequest, prepare_data
+from memworker.train.model import load_tokenizer
+
+_TRAIN_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+[▼▲]\s+([0-9,]+)")
+_VAL_LINE = re.compile(r"^\s*(\d+)\s+val\s+([0-9.]+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def mlx_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mlx_lm") is not None
+
+
+def export_split(rows: list[dict], tokenizer, cfg: StageConfig, end_of_turn: str,
+                 path: Path) -> tuple[tdata.SplitStats, str]:
+    """Write the rows that fit max_length as chat JSONL; (stats, file sha256)."""
+    encoded, stats = tdata.encode_rows(tokenizer, rows, cfg.max_length, end_of_turn)
+    return stats, write_jsonl(path, ({"messages": rows[e.source]["messages"]} for e in encoded))
+
+
+def iterations(cfg: StageConfig, n_train: int) -> int:
+    """mlx-lm counts micro-batches; our steps are optimizer steps."""
+    steps = cfg.max_steps if cfg.max_steps > 0 else math.ceil(
+        cfg.epochs * n_train / (cfg.batch_size * cfg.grad_accum))
+    return max(1, steps) * cfg.grad_accum
+
+
+def lora_yaml(cfg: StageConfig, iters: int) -> dict[str, Any]:
+    warm = int(cfg.warmup * iters) if cfg.warmup < 1 else int(cfg.warmup) * cfg.grad_accum
+    doc: dict[str, Any] = {"lora_parameters": {"rank": cfg.lora_r,
+                                               "scale": cfg.lora_alpha / cfg.lora_r,
+                                               "dropout": cfg.lora_dropout}}
+    if cfg.lr_scheduler == "cosine":
+        doc["lr_schedule"] = {"name": "cosine_decay",
+                              "arguments": [cfg.learning_rate, max(1, iters - warm), 0.0],
+                              "warmup": warm}
+    return doc
+
+
+def command(cfg: StageConfig, model_path: Path, data_dir: Path, adapter_dir: Path,
+            config_path: Path, iters: int, resume_file: Path | None) -> list[str]:
+    every = cfg.grad_accum
+    cmd = [sys.executable, "-m", "mlx_lm", "lora", "--model", str(model_path), "--train",
+           "--data", str(data_dir), "--adapter-path", str(adapter_dir), "-c", str(config_path),
+           "--fine-tune-type", "lora", "--mask-prompt", "--num-layers", "-1",
+           "--batch-size", str(cfg.batch_size), "--grad-accumulation-steps", str(cfg.grad_accum),
+           "--iters", str(iters), "--learning-rate", str(cfg.learning_rate),
+           "--max-seq-length", str(cfg.max_length), "--val-batches", "-1",
+           "--steps-per-eval", str(min(iters, cfg.eval_steps * every)),
+           "--steps-per-report", str(min(iters, cfg.logging_steps * every)),
+           "--save-every", str(min(iters, cfg.save_steps * every)), "--seed", str(cfg.seed)]
+    if resume_file is not None:
+        cmd += ["--resume-adapter-file", str(resume_file)]
+    return cmd
+
+
+def parse_losses(log: str) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    train, val = [], []
+    for line in _ANSI.sub("", log).splitlines():
+        if m := _VAL_LINE.match(line):
+            val.append((int(m.group(1)), float(m.group(2))))
+        elif m := _TRAIN_LINE.match(line):
+            train.append((int(m.group(1)), float(m.group(2))))
+    return train, val
+
+
+def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[str, Any]:
+    """Export the data, write the command, run it (unless `execute` is False), write a receipt."""
+    cfg, paths = req.cfg, req.paths
+    parent_receipt, parent_sha = None, None
+    if cfg.parent:
+        parent_receipt, parent_sha = lineage.check_parent(paths.parent_dir, cfg.parent, base,
+                                                          req.parent_hint)
+        if parent_receipt.get("backend") != "mlx":
+            raise RunError(f"{paths.parent_dir} was trained with torch; the mlx path warm-starts "
+                           "only from an mlx adapter: rerun the parent with --backend mlx")
+    if req.fresh and paths.run_dir.exists():
+        shutil.rmtree(paths.run_dir)
+    rows = prepare_data(cfg)
+    tokenizer = load_tokenizer(base.path)
+    data_dir = paths.run_dir / "mlx-data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    eot = base.model.end_of_turn
+    train_stats, train_sha = export_split(rows["train"], tokenizer, cfg, eot, data_dir / "train.jsonl")
+    val_stats, val_sha = export_split(rows["val"], tokenizer, cfg, eot, data_dir / "valid.jsonl")
+    if not train_stats.rows or not val_stats.rows:
+        raise RunError(f"stage {cfg.name}: no rows fit max_length={cfg.max_length}")
+    iters = iterations(cfg, train_stats.rows)
+    config_path = paths.run_dir / "mlx-lora.yaml"
+    config_path.write_text(yaml.safe_dump(lora_yaml(cfg, iters), sort_keys=True), "utf-8")
+    adapter_dir = paths.run_dir / lineage.ADAPTER_DIR
+    resume = paths.parent_dir / lineage.ADAPTER_DIR / "adapters.safetensors" if cfg.parent else None
+    cmd = command(cfg, base.path, data_dir, adapter_dir, config_path, iters, resume)
+    (paths.run_dir / "mlx-command.txt").write_text(shlex.join(cmd) + "\n", "utf-8")
+    print(f"train: mlx command written to {paths.run_dir / 'mlx-command.txt'}")
+    if not execute:
+        return {"command": shlex.join(cmd)}
+    if not mlx_available():
+        raise RunError("the mlx path needs mlx-lm: pip install mlx-lm (Apple silicon) or "
+                       "'mlx[cpu]' mlx-lm (Linux, slow)")
+    t0 = time.time()
+    log_path = paths.run_dir / "mlx.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "NO_COLOR": "1"})
+        for line in proc.stdout:  # stream it: mlx-lm prints its own progress
+            sys.stdout.write(line)
+            log.write(line)
+        code = proc.wait()
+    runtime = time.time() - t0
+    if code != 0:
+        raise RunError(f"mlx_lm lora exited with {code}; see {log_path}")
+    train_curve, val_curve = parse_losses(log_path.read_text("utf-8"))
+    history = ([{"step": s, "loss": v} for s, v in train_curve]
+               + [{"step": s, "eval_loss": v} for s, v in val_curve])
+    report.loss_curve(history, paths.run_dir / "loss.png", f"{cfg.name} on {base.model.key} (mlx)")
+    files = lineage.adapter_files(paths.run_dir)
+    tokens = train_stats.tokens * iters / max(1, train_stats.rows) * cfg.batch_size
+    receipt = {
+        "stage": cfg.name, "backend": "mlx", "description": cfg.description, "args": req.args,
+        "config": cfg.to_dict(), "config_sha256": cfg.sha256(),
+        "base": {**base.identity, "path": str(base.path)},
+        "parent": None if not cfg.parent else {
+            "stage": cfg.parent, "run_dir": str(paths.parent_dir), "receipt_sha256": parent_sha,
+            "adapter_sha256": parent_receipt["adapter"]["sha256"]},
+        "data": {**rows["provenance"], "train": train_stats.to_dict(), "val": val_stats.to_dict(),
+                 "max_length": cfg.max_length,
+                 "mlx_export_sha256": {"train": train_sha, "valid": val_sha}},
+        "prompts_sha256": prompts.template_hashes(),
+        "mlx": {"command": shlex.join(cmd), "iterations": iters,
+                "differences": ["LoRA on the unquantized base (no NF4)",
+                                "no mid-run resume", "trailing newline after <|im_end|> trained"],
+                "log_sha256": report.file_sha(log_path)},
+        "result": {"global_step": iters // cfg.grad_accum, "runtime_s": round(runtime, 2), "s_per_step": round(runtime / (iters / cfg.grad_accum), 3),
+                   "tokens_per_s_estimate": round(tokens / runtime, 1),
+                   "final_train_loss": train_curve[-1][1] if train_curve else None,
+                   "val_loss": val_curve[-1][1] if val_curve else None},
+        "memory_peak": report.peak_memory(children=True),
+        "adapter": {"files": files, "sha256": sha256_json(files)},
+        "environment": report.environment(),
+    }
+    report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
+    return receipt

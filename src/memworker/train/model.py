@@ -1,0 +1,192 @@
+"""Device choice and model loading: NF4 QLoRA or plain LoRA, fresh or warm-started.
+
+| device | QLoRA (default)                                  | `--no-qlora`                      |
+|--------|--------------------------------------------------|-----------------------------------|
+| CUDA   | bitsandbytes NF4 + double quant, bf16 compute    | bf16 base, fp32 LoRA              |
+| CPU    | the same NF4 path (bitsandbytes ≥ 0.50 runs it)  | fp32 base, fp32 LoRA; bf16 autocast only where the CPU has native bf16 |
+
+Apple silicon trains through mlx-lm instead (`memworker.train.mlx_path`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+
+from memworker.registry import PreparedBase
+from memworker.train.config import ConfigError, StageConfig
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: str  # "cuda" | "cpu"
+    bf16: bool  # compute in bf16 (autocast / NF4 compute dtype)
+    threads: int
+    local_rank: int
+    world_size: int
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "bf16": self.bf16, "threads": self.threads,
+                "world_size": self.world_size}
+
+
+def is_apple_silicon() -> bool:
+    return platform.system() == "Darwin" and platform.machine() == "arm64"
+
+
+def cpu_bf16_fast() -> bool:
+    """True where the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16). Elsewhere bf16
+    autocast is a slowdown, not a speed-up: on the 2-core AVX2 EPYC of this project a bf16
+    matmul ran at ~1 GFLOP/s against ~70 GFLOP/s in fp32 (train/bench.py measures it)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = next((line for line in text.splitlines() if line.startswith("flags")), "").split()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def pick_device(cfg: StageConfig) -> Device:
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    if torch.cuda.is_available():
+        bf16 = torch.cuda.is_bf16_supported() if cfg.precision == "auto" else cfg.precision == "bf16"
+        return Device("cuda", bf16, cfg.threads or 1, local_rank, world)
+    if cfg.threads:
+        threads = cfg.threads
+    elif os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        threads = int(os.environ["OMP_NUM_THREADS"])
+    else:
+        threads = max(1, len(os.sched_getaffinity(0)) // max(1, local_world))
+    torch.set_num_threads(threads)
+    bf16 = cpu_bf16_fast() if cfg.precision == "auto" else cfg.precision == "bf16"
+    return Device("cpu", bf16, threads, local_rank, world)
+
+
+def load_tokenizer(path: str | Path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if not tokenizer.chat_template:
+        raise ConfigError(f"the tokenizer in {path} has no chat template")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(base: PreparedBase, cfg: StageConfig, device: Device,
+               parent_adapter: Path | None = None):
+    """The trainable PEFT model: base (NF4 or 16/32-bit) + a fresh or warm-started adapter."""
+    from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    compute = torch.bfloat16 if device.bf16 else torch.float32
+    kwargs: dict = {}
+    if device.kind == "cuda":
+        kwargs["device_map"] = {"": device.local_rank}
+    if cfg.qlora:
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=compute)
+        kwargs["dtype"] = compute
+    else:
+        # CUDA keeps a bf16 base; CPU keeps fp32 master weights and autocasts matmuls to bf16
+        kwargs["dtype"] = compute if device.kind == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(base.path, **kwargs)
+    model.config.use_cache = False
+    if cfg.qlora:
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=cfg.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    if parent_adapter is not None:
+        check_adapter_config(parent_adapter, cfg)
+        peft_model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True)
+        set_lora_dropout(peft_model, cfg.lora_dropout)  # this stage's dropout, not the parent's
+    else:
+        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                          target_modules=cfg.target_modules, task_type="CAUSAL_LM", bias="none")
+        peft_model = get_peft_model(model, lora)
+    if device.kind == "cpu":
+        set_lora_dropout(peft_model, cfg.lora_dropout, fast=True)
+    return peft_model
+
+
+class _MaskedScale(torch.autograd.Function):
+    """y = x * keep / (1 - p), keeping only the boolean mask (1 byte/element) for backward."""
+
+    @staticmethod
+    def forward(ctx, x, keep, scale):
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return x * keep * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return grad * keep * ctx.scale, None, None
+
+
+class FastDropout(torch.nn.Module):
+    """Inverted dropout with the same Bernoulli(p) law as `nn.Dropout` (p as an exact fraction
+    num/den, e.g. 0.05 = 1/20), drawing the mask with `torch.randint` on int16: on CPU torch's
+    `bernoulli_` dominated the LoRA branches (15 % of a training step in the profile of
+    train/bench.py); this costs about a quarter to two thirds of nn.Dropout's time and, like
+    it, keeps a one-byte mask for backward."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        frac = Fraction(p).limit_denominator(32767)
+        self.p, self.num, self.den = p, frac.numerator, frac.denominator
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.num == 0:
+            return x
+        keep = torch.randint(0, self.den, x.shape, dtype=torch.int16, device=x.device) >= self.num
+        return _MaskedScale.apply(x, keep, 1.0 / (1.0 - self.p))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p} (= {self.num}/{self.den})"
+
+
+def set_lora_dropout(model, p: float, fast: bool = False) -> int:
+    """Give every LoRA branch dropout p (nn.Dropout, or FastDropout when `fast`); returns how
+    many branches were set."""
+    count = 0
+    for module in model.modules():
+        drops = getattr(module, "lora_dropout", None)
+        if not isinstance(drops, torch.nn.ModuleDict):
+            continue
+        for name in list(drops.keys()):
+            if p == 0:
+                drops[name] = torch.nn.Identity()
+            else:
+                drops[name] = FastDropout(p) if fast else torch.nn.Dropout(p)
+            count += 1
+    return count
+
+
+def check_adapter_config(adapter_dir: Path, cfg: StageConfig) -> None:
+    """A warm start continues the parent's adapter: its shape must be the one asked for."""
+    saved = json.loads((adapter_dir / "adapter_config.json").read_text("utf-8"))
+    wanted = {"r": cfg.lora_r, "lora_alpha": cfg.lora_alpha}
+    diff = {k: (saved.get(k), v) for k, v in wanted.items() if saved.get(k) != v}
+    if diff:
+        detail = ", ".join(f"{k}: parent {a}, this stage {b}" for k, (a, b) in diff.items())
+        raise ConfigError(f"stage {cfg.name} cannot warm-start from {adapter_dir}: {detail}")
+
+
+def count_params(model) -> dict[str, int]:
+    total = sum(p.numel() * (2 if p.__class__.__name__ == "Params4bit" else 1)
+                for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"total": total, "trainable": trainable}

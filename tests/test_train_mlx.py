@@ -1,0 +1,79 @@
+"""The Apple path: wire rows → mlx-lm chat JSONL + the exact `mlx_lm lora` command, masked like
+the torch path; a real (slow) mlx-lm run on the tiny model where `mlx[cpu]` is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from memworker.hashing import read_jsonl
+from memworker.prompts import system_prompt
+from memworker.train import cli
+from memworker.train import data as tdata
+from memworker.train.mlx_path import parse_losses
+from tests.test_train_run import assets, work  # noqa: F401  (shared fixtures)
+
+HAS_MLX = importlib.util.find_spec("mlx_lm") is not None
+ARGS = ["--backend", "mlx", "--receipts-dir", "", "--no-build-corpus", "--max-steps", "2",
+        "--grad-accum", "1", "--val-rows", "3", "--logging-steps", "1"]
+
+
+def test_export_writes_chat_rows_and_the_exact_command(work, assets):  # noqa: F811
+    assert cli.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS,
+                     "--max-length", "900", "--mlx-export-only"]) == 0
+    run = Path("runs/coding")
+    rows = read_jsonl(run / "mlx-data" / "train.jsonl")
+    assert rows and all(set(r) == {"messages"} for r in rows)
+    assert all(r["messages"][0] == {"role": "system", "content": system_prompt()} for r in rows)
+    assert all(r["messages"][-1]["role"] == "assistant" for r in rows)
+    assert len(read_jsonl(run / "mlx-data" / "valid.jsonl")) <= 3
+    cmd = shlex.split((run / "mlx-command.txt").read_text())
+    assert cmd[1:4] == ["-m", "mlx_lm", "lora"]
+    for flag, value in (("--mask-prompt", None), ("--iters", "2"), ("--max-seq-length", "900"),
+                        ("--num-layers", "-1"), ("--seed", "13"), ("--data", str(run / "mlx-data"))):
+        assert flag in cmd and (value is None or cmd[cmd.index(flag) + 1] == value)
+    lora = (run / "mlx-lora.yaml").read_text()
+    assert "rank: 16" in lora and "scale: 2.0" in lora and "dropout: 0.05" in lora
+
+
+@pytest.mark.skipif(not HAS_MLX, reason='pip install "mlx[cpu]" mlx-lm')
+def test_mlx_masks_the_same_prompt_tokens(assets):  # noqa: F811
+    from mlx_lm.tuner.datasets import ChatDataset
+    from transformers import AutoTokenizer
+
+    from memworker.corpus import load_rows
+
+    tok = AutoTokenizer.from_pretrained(assets["base"])
+    rows = load_rows(assets["coding"], "train")[:4]
+    dataset = ChatDataset([{"messages": r["messages"]} for r in rows], tok, mask_prompt=True)
+    for i, row in enumerate(rows):
+        tokens, offset = dataset.process(dataset[i])
+        ours = tdata.encode_chat(tok, row["messages"], 4096, "<|im_end|>")
+        first_label = next(j for j, x in enumerate(ours.labels) if x != tdata.IGNORE)
+        assert offset == first_label
+        assert list(tokens[: len(ours.input_ids)]) == ours.input_ids
+
+
+def test_loss_lines_are_parsed():
+    log = ("  \x1b[38;5;244m   1\x1b[0m    \x1b[1;35mval\x1b[0m \x1b[1m6.415\x1b[0m    1.62s\n"
+           "     1    6.412 ▼        7      0.2k\n      2    val 6.410    0.79s\n"
+           "     2    6.355 ▼       60      0.2k\n")
+    assert parse_losses(log) == ([(1, 6.412), (2, 6.355)], [(1, 6.415), (2, 6.41)])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_MLX, reason='pip install "mlx[cpu]" mlx-lm')
+def test_mlx_lora_trains_the_tiny_model(work, assets):  # noqa: F811
+    assert cli.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS]) == 0
+    receipt = json.loads(Path("runs/coding/receipt.json").read_text())
+    assert receipt["backend"] == "mlx" and receipt["result"]["global_step"] == 2
+    assert receipt["result"]["final_train_loss"] > 0 and receipt["result"]["val_loss"] > 0
+    assert "adapters.safetensors" in receipt["adapter"]["files"]
+    # the next stage warm-starts from the mlx adapter
+    assert cli.main(["--stage", "general-a", "--base", str(assets["base"]), *ARGS]) == 0
+    child = json.loads(Path("runs/general-a/receipt.json").read_text())
+    assert "--resume-adapter-file" in child["mlx"]["command"]

@@ -1,0 +1,257 @@
+"""Smoke tests of whole stage runs on a tiny local model: receipt, lineage, guards, resume,
+NF4 on CPU, and `accelerate launch` with two CPU processes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from transformers import TrainerCallback
+
+from memworker.hashing import sha256_file, sha256_json
+from memworker.prompts import template_hashes
+from memworker.train import cli
+from memworker.train import loop as tloop
+from tests.fixtures.tiny import build_tiny_base, build_tiny_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["--no-qlora", "--max-steps", "3", "--grad-accum", "1", "--logging-steps", "1",
+        "--save-steps", "2", "--val-rows", "3", "--eval-steps", "1000", "--batch-size", "2"]
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assets")
+    return {"base": build_tiny_base(root / "base", seed=0),
+            "other_base": build_tiny_base(root / "other", seed=1),
+            "qwen3": build_tiny_base(root / "qwen3", arch="qwen3"),
+            "general": build_tiny_corpus(root / "corpus", "general", episodes=12),
+            "coding": build_tiny_corpus(root / "corpus-coding", "coding", episodes=12)}
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch, assets):
+    """A working folder laid out like the repository: data/corpus, data/corpus-coding."""
+    (tmp_path / "data").mkdir()
+    shutil.copytree(assets["general"], tmp_path / "data" / "corpus")
+    shutil.copytree(assets["coding"], tmp_path / "data" / "corpus-coding")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def train(stage: str, base: Path, *extra: str) -> int:
+    return cli.main(["--stage", stage, "--base", str(base), "--receipts-dir", "receipts",
+                     "--no-build-corpus", *FAST, *extra])
+
+
+def receipt(stage: str) -> dict:
+    return json.loads(Path(f"runs/{stage}/receipt.json").read_text())
+
+
+def test_a_stage_run_writes_a_complete_receipt(work, assets, capsys):
+    assert train("coding", assets["base"]) == 0
+    r = receipt("coding")
+    manifest = json.loads(Path("data/corpus-coding/manifest.json").read_text())
+    assert r["stage"] == "coding" and r["parent"] is None
+    assert r["base"]["weights_sha256"] == sha256_json(
+        {"model.safetensors": sha256_file(assets["base"] / "model.safetensors")})
+    assert r["data"]["split_sha256"] == {s: manifest["files"][f"wire/{s}.jsonl"]
+                                         for s in ("train", "val")}
+    assert r["data"]["manifest_sha256"] == sha256_file("data/corpus-coding/manifest.json")
+    train_stats = r["data"]["train"]
+    assert train_stats["rows"] > 0 and train_stats["excluded"] == {}
+    assert 0 < train_stats["tokens_answer"] < train_stats["tokens_total"]
+    assert train_stats["tokens_max"] >= train_stats["tokens_mean"] > 0
+    assert r["data"]["val"]["rows"] == 3
+    assert r["prompts_sha256"] == template_hashes()
+    assert r["config_sha256"] == sha256_json(r["config"]) and r["config"]["max_steps"] == 3
+    res = r["result"]
+    assert res["global_step"] == 3 and math.isfinite(res["final_train_loss"])
+    assert res["tokens_per_s"] > 0 and res["s_per_step"] > 0 and math.isfinite(res["val_loss"])
+    assert res["shared_prefix_tokens_main_process"] > 0  # batches of 2 shared their opening
+    assert r["memory_peak"]["rss_bytes"] > 10**7
+    assert r["trainer_state_sha256"] == sha256_file("runs/coding/trainer_state.json")
+    assert r["adapter"]["files"]["adapter_model.safetensors"] == sha256_file(
+        "runs/coding/adapter/adapter_model.safetensors")
+    env = r["environment"]
+    assert env["libraries"]["torch"] and env["hardware"]["cpus"] and "commit" in env["git"]
+    assert r["args"]["argv"][:2] == ["--stage", "coding"]
+    assert Path("runs/coding/loss.png").read_bytes()[:4] == b"\x89PNG"
+    assert Path("receipts/coding-receipt.json").read_bytes() == Path(
+        "runs/coding/receipt.json").read_bytes()
+    assert json.loads(Path("runs/coding/config.json").read_text())["config_sha256"] == r[
+        "config_sha256"]
+    assert "receipt runs/coding/receipt.json" in capsys.readouterr().out
+
+    # the same command again does not retrain; another config in the same folder is refused
+    before = Path("runs/coding/receipt.json").read_bytes()
+    assert train("coding", assets["base"]) == 0
+    assert "already trained" in capsys.readouterr().out
+    assert Path("runs/coding/receipt.json").read_bytes() == before
+    assert train("coding", assets["base"], "--lr", "1e-3") == 2
+    assert "--fresh" in capsys.readouterr().err
+    assert train("coding", assets["base"], "--lr", "1e-3", "--fresh") == 0
+    assert receipt("coding")["config"]["learning_rate"] == 1e-3
+
+
+def test_general_runs_its_missing_parents_first_and_records_lineage(work, assets, capsys):
+    assert train("general", assets["base"]) == 0
+    out = capsys.readouterr().out
+    assert "coding has no finished run" in out and "general-a has no finished run" in out
+    coding, general_a, general = (receipt(s) for s in ("coding", "general-a", "general"))
+    assert general_a["parent"]["receipt_sha256"] == sha256_file("runs/coding/receipt.json")
+    assert general_a["parent"]["adapter_sha256"] == coding["adapter"]["sha256"]
+    assert general["parent"]["receipt_sha256"] == sha256_file("runs/general-a/receipt.json")
+    assert coding["config"]["max_steps"] == 3  # inherited flag
+    assert coding["config"]["learning_rate"] != general["config"]["learning_rate"]
+    replay = general["data"]["replay"]
+    assert replay["rows"] > 0 and replay["fraction"] <= 0.2
+    assert general["data"]["train"]["rows"] > general_a["data"]["train"]["rows"]
+    for name in ("coding", "general-a", "general"):
+        assert Path(f"receipts/{name}-receipt.json").is_file()
+
+
+def test_missing_parent_is_refused_with_the_command_when_asked(work, assets, capsys):
+    assert train("general-a", assets["base"], "--no-parents") == 2
+    err = capsys.readouterr().err
+    assert "python train/run.py --stage coding --base" in err and "--max-steps 3" in err
+    assert not Path("runs/general-a").exists()
+
+
+def test_parent_trained_on_another_base_is_refused(work, assets, capsys):
+    assert train("coding", assets["other_base"]) == 0
+    assert train("general-a", assets["base"]) == 2
+    assert "was trained on base local:other" in capsys.readouterr().err
+
+
+def test_tampered_parent_adapter_is_refused(work, assets, capsys):
+    assert train("coding", assets["base"]) == 0
+    with open("runs/coding/adapter/adapter_model.safetensors", "ab") as fh:
+        fh.write(b"\0")
+    assert train("general-a", assets["base"]) == 2
+    assert "differs from its receipt" in capsys.readouterr().err
+
+
+def test_tampered_corpus_is_refused(work, assets, capsys):
+    with open("data/corpus-coding/wire/train.jsonl", "a") as fh:
+        fh.write("\n")
+    assert train("coding", assets["base"]) == 2
+    err = capsys.readouterr().err
+    assert "does not verify" in err and "sha256 mismatch" in err
+    assert not Path("runs/coding/receipt.json").exists()
+
+
+def test_missing_corpus_says_which_command_builds_it(work, assets, capsys):
+    shutil.rmtree("data/corpus-coding")
+    assert train("coding", assets["base"]) == 2
+    assert "python corpus/build.py --out data/corpus-coding --seed 13 --domain coding" in (
+        capsys.readouterr().err)
+
+
+def test_too_long_rows_are_excluded_and_counted(work, assets, capsys):
+    lengths = sorted(receipt_lengths(assets))
+    cut = lengths[len(lengths) // 2]
+    assert train("coding", assets["base"], "--max-length", str(cut), "--val-rows", "0") == 0
+    data = receipt("coding")["data"]
+    assert data["train"]["excluded"]["too_long"] > 0 and data["train"]["tokens_max"] <= cut
+    assert data["train"]["longest_excluded"] > cut
+    assert train("coding", assets["base"], "--max-length", "16", "--fresh") == 2
+    assert "raise --max-length" in capsys.readouterr().err
+
+
+def receipt_lengths(assets) -> list[int]:
+    from transformers import AutoTokenizer
+
+    from memworker.corpus import load_rows
+
+    tok = AutoTokenizer.from_pretrained(assets["base"])
+    return [len(tok.apply_chat_template(r["messages"], tokenize=True, return_dict=False))
+            for r in load_rows(assets["coding"], "train")]
+
+
+class Crash(TrainerCallback):
+    """Simulates a killed run: raises right after the checkpoint of step `at` is written."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.at:
+            raise KeyboardInterrupt("simulated interruption")
+
+
+def test_an_interrupted_run_resumes_to_the_same_losses(work, assets, monkeypatch):
+    args = ["--max-steps", "6", "--save-steps", "2", "--lora-dropout", "0.1", "--batch-size", "4",
+            "--max-batch-tokens", "2500"]
+    assert train("coding", assets["base"], *args, "--out", "runs/straight") == 0
+    straight = json.loads(Path("runs/straight/trainer_state.json").read_text())["log_history"]
+
+    original = tloop.RunRequest.__init__
+
+    def with_crash(self, *a, **kw):
+        original(self, *a, **kw)
+        self.callbacks.append(Crash(at=4))
+
+    monkeypatch.setattr(tloop.RunRequest, "__init__", with_crash)
+    with pytest.raises(KeyboardInterrupt):
+        train("coding", assets["base"], *args, "--out", "runs/resumed")
+    assert not Path("runs/resumed/receipt.json").exists()
+    monkeypatch.setattr(tloop.RunRequest, "__init__", original)
+    assert train("coding", assets["base"], *args, "--out", "runs/resumed") == 0
+    resumed = json.loads(Path("runs/resumed/receipt.json").read_text())
+    assert resumed["result"]["resumed_from"] == "checkpoint-4"
+    assert resumed["result"]["steps_this_session"] == 2
+    log = json.loads(Path("runs/resumed/trainer_state.json").read_text())["log_history"]
+
+    def losses(history):
+        return {h["step"]: h["loss"] for h in history if "loss" in h}
+
+    assert sorted(losses(log)) == sorted(losses(straight)) == [1, 2, 3, 4, 5, 6]
+    for step, value in losses(straight).items():
+        assert abs(losses(log)[step] - value) < 1e-4, step
+
+
+def test_the_production_architecture_trains_with_shared_prefixes(work, assets):
+    """A tiny random Qwen3 (the production base's architecture) through the same path."""
+    assert train("coding", assets["qwen3"], "--batch-size", "3") == 0
+    r = receipt("coding")
+    assert r["result"]["shared_prefix_tokens_main_process"] > 0
+    assert math.isfinite(r["result"]["final_train_loss"])
+
+
+def test_nf4_qlora_runs_on_cpu(work, assets):
+    assert train("coding", assets["base"], "--qlora", "--max-steps", "2") == 0
+    r = receipt("coding")
+    assert r["config"]["qlora"] and math.isfinite(r["result"]["final_train_loss"])
+    config = json.loads(Path("runs/coding/adapter/adapter_config.json").read_text())
+    assert config["r"] == 16 and config["lora_alpha"] == 32
+
+
+def test_accelerate_launch_with_two_cpu_processes(work, assets):
+    """Two CPU processes (torchrun + gloo). `accelerate launch --cpu --num_processes 2` starts one
+    process unless MPI is configured, so the multi-process launcher is asked for explicitly.
+    With a vanishing learning rate the validation loss must equal a single-process run's."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    same = ["--lr", "1e-12", "--val-rows", "3"]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+           "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           str(REPO / "train" / "run.py"), "--stage", "coding", "--base", str(assets["base"]),
+           "--receipts-dir", "", "--no-build-corpus", *FAST, *same, "--out", "runs/ddp"]
+    t0 = time.time()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert time.time() - t0 < 60
+    ddp = json.loads(Path("runs/ddp/receipt.json").read_text())
+    assert ddp["device"]["world_size"] == 2 and ddp["result"]["global_step"] == 3
+    assert ddp["result"]["tokens_this_session"] > 0
+    assert train("coding", assets["base"], *same, "--out", "runs/single") == 0
+    single = json.loads(Path("runs/single/receipt.json").read_text())
+    assert single["device"]["world_size"] == 1
+    assert abs(ddp["result"]["val_loss"] - single["result"]["val_loss"]) < 1e-4
