@@ -463,30 +463,19 @@ _DONE = ("I {A} {W}.", "Finally {A} {W}!", "I {A} {W}, so that's done.")
 _DONE_NO_W = ("I already {A}.", "Just {A}, finally.", "Good news, I {A}.")
 
 
-def _plan_claim(ctx: Ctx, activity, frag: Frag, idx: int, when, behaviour: str) -> Claim:
+def _activity_claim(ctx: Ctx, activity, frag: Frag, idx: int, when, behaviour: str,
+                    done: bool) -> Claim:
+    """A plan ("plans_to", kind plan) or a reported completion ("completed", kind event)."""
+    value = third_person(activity.base)
     return Claim(
         sources=[(frag, idx)],
         subject="the user",
         subject_type="person",
-        predicate="plans_to",
-        value=third_person(activity.base),
-        statement=f"The user plans to {third_person(activity.base)}.",
-        kind="plan",
-        when=when,
-        key=ctx.key("C"),
-        behaviour=behaviour,
-    )
-
-
-def _done_claim(ctx: Ctx, activity, frag: Frag, idx: int, when, behaviour: str) -> Claim:
-    return Claim(
-        sources=[(frag, idx)],
-        subject="the user",
-        subject_type="person",
-        predicate="completed",
-        value=third_person(activity.base),
-        statement=f"The user {third_person(activity.past)}.",
-        kind="event",
+        predicate="completed" if done else "plans_to",
+        value=value,
+        statement=(f"The user {third_person(activity.past)}." if done
+                   else f"The user plans to {value}."),
+        kind="event" if done else "plan",
         when=when,
         key=ctx.key("C"),
         behaviour=behaviour,
@@ -518,8 +507,10 @@ def plan_vs_done(ctx: Ctx, session: int) -> Unit:
         pf = Frag("user", [plan_s], session=session, protect=prot)
         frags = [df, pf]
     claims = [
-        _done_claim(ctx, done_act, df, df.sents.index(done_s), w_done, "plan_vs_done"),
-        _plan_claim(ctx, plan_act, pf, pf.sents.index(plan_s), w_plan, "plan_vs_done"),
+        _activity_claim(ctx, done_act, df, df.sents.index(done_s), w_done, "plan_vs_done",
+                        done=True),
+        _activity_claim(ctx, plan_act, pf, pf.sents.index(plan_s), w_plan, "plan_vs_done",
+                        done=False),
     ]
     planned = third_person(plan_act.base)
     qs = [
