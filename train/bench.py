@@ -69,10 +69,10 @@ CONFIGS = {
                          batch=16, max_tokens=2560, logits_only=True, share_prefix=True,
                          fast_dropout=True),
     "qlora": Setup("cpu-profile with the NF4 QLoRA base instead of fp32", batch=16,
-                   max_tokens=3072, logits_only=True, share_prefix=True, fast_dropout=True,
+                   max_tokens=2560, logits_only=True, share_prefix=True, fast_dropout=True,
                    qlora=True),
     "bf16": Setup("cpu-profile under bf16 autocast (fast only with native CPU bf16)", batch=16,
-                  max_tokens=3072, logits_only=True, share_prefix=True, fast_dropout=True,
+                  max_tokens=2560, logits_only=True, share_prefix=True, fast_dropout=True,
                   bf16=True),
 }
 DEFAULT = ("baseline-512", "baseline", "logits-only", "grouped-b4", "shared-b4", "fast-dropout",

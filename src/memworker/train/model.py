@@ -139,9 +139,9 @@ class _MaskedScale(torch.autograd.Function):
 class FastDropout(torch.nn.Module):
     """Inverted dropout with the same Bernoulli(p) law as `nn.Dropout` (p as an exact fraction
     num/den, e.g. 0.05 = 1/20), drawing the mask with `torch.randint` on int16: on CPU torch's
-    `bernoulli_` dominated the LoRA branches (15 % of a training step in the profile of
-    train/bench.py); this costs about a quarter to two thirds of nn.Dropout's time and, like
-    it, keeps a one-byte mask for backward."""
+    `bernoulli_` was 15 % of a training step in the profile; this draws masks in a quarter to
+    two thirds of nn.Dropout's time (clear on one thread, within noise on two) and, like it,
+    keeps a one-byte mask for backward."""
 
     def __init__(self, p: float):
         super().__init__()
