@@ -265,6 +265,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
               "(pass --fresh to retrain)")
         return json.loads((paths.run_dir / lineage.RECEIPT).read_text("utf-8"))
 
+    mem_scope = report.reset_peak_memory()  # this stage's peak, not an earlier stage's
     device = tmodel.pick_device(cfg)
     rows = prepare_data(cfg)
     tokenizer = tmodel.load_tokenizer(base.path)
@@ -356,7 +357,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
             "val_loss": val_loss,
             "epoch": state.epoch,
         },
-        "memory_peak": report.peak_memory(),
+        "memory_peak": report.peak_memory(scope=mem_scope),
         "trainer_state_sha256": report.file_sha(state_path),
         "adapter": {"files": lineage.adapter_files(paths.run_dir),
                     "sha256": sha256_json(lineage.adapter_files(paths.run_dir))},

@@ -3,6 +3,7 @@ hardware), peak memory, the run receipt, and the loss-curve plot."""
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import json
 import os
@@ -31,18 +32,23 @@ def library_versions() -> dict[str, str]:
 
 
 def git_commit(cwd: str | Path | None = None) -> dict[str, Any]:
-    """HEAD and whether the tree differs from it (uncommitted or untracked files; read-only)."""
+    """HEAD and whether the tree differs from it (uncommitted or untracked files; read-only).
+    `receipts/` is left out: the run itself writes there, so a chain of stages would otherwise
+    call its own later stages dirty. `changed` lists up to 20 of the differing paths."""
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
                                  timeout=20, check=True)
         except (OSError, subprocess.SubprocessError):
             return None
-        return out.stdout.strip()
+        return out.stdout.rstrip()
 
     head = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain") if head else None
-    return {"commit": head, "dirty": bool(status) if status is not None else None}
+    status = git("status", "--porcelain", "--", ":(top)", ":(top,exclude)receipts") if head else None
+    if status is None:
+        return {"commit": head, "dirty": None}
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    return {"commit": head, "dirty": bool(changed), "changed": changed[:20]}
 
 
 def hardware() -> dict[str, Any]:
@@ -68,12 +74,54 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def peak_memory(children: bool = False) -> dict[str, Any]:
-    """Peak RSS (bytes) of this process, or of its largest finished child process (the mlx-lm
-    run), and, on CUDA, peak allocated/reserved VRAM."""
-    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
-    rss = resource.getrusage(who).ru_maxrss
-    out: dict[str, Any] = {"rss_bytes": rss * (1 if sys.platform == "darwin" else 1024)}
+def reset_peak_memory() -> str:
+    """Start a new peak-memory window for this stage (a chain trains several stages in one
+    process): Linux resets the peak RSS (VmHWM, and with it getrusage's ru_maxrss) when "5" is
+    written to /proc/self/clear_refs; CUDA resets its peak counters. Returns the scope `peak_memory` will report: "stage", or
+    "process" where the RSS peak cannot be reset."""
+    gc.collect()
+    scope = "process"
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        scope = "stage"
+    except OSError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+    except ImportError:
+        pass
+    return scope
+
+
+def _vm_hwm() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def peak_memory(children: bool = False, scope: str = "process") -> dict[str, Any]:
+    """Peak RSS (bytes) of this process since `reset_peak_memory` (scope "stage") or over its
+    life (scope "process", where no reset was possible), or of its largest finished child process (the mlx-lm run), and,
+    on CUDA, peak allocated/reserved VRAM."""
+    if children:
+        rss, scope = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "child process"
+        rss *= 1 if sys.platform == "darwin" else 1024
+    else:
+        hwm = _vm_hwm() if scope == "stage" else None
+        if hwm is None:
+            scope = "process"
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            rss *= 1 if sys.platform == "darwin" else 1024
+        else:
+            rss = hwm
+    out: dict[str, Any] = {"rss_bytes": rss, "rss_scope": scope}
     try:
         import torch
 
