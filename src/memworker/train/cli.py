@@ -58,13 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import set_seed
 
     set_seed(overrides.get("seed", tconfig.StageConfig.seed))  # seed first, before anything random
-    from memworker.train.loop import RunError
+    from memworker.train.loop import RunError, finish_distributed
 
     try:
         receipt, run_dir = run_chain(args, overrides)
     except (*EXPECTED, RunError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finish_distributed()
     if receipt:
         _summary(receipt, run_dir, args)
     return 0

@@ -243,6 +243,18 @@ def _check_resume(req: RunRequest, identity: dict) -> tuple[str, str | None]:
     return "resume", get_last_checkpoint(str(ckpts)) if ckpts.is_dir() else None
 
 
+def finish_distributed() -> None:
+    """Close the process group before exit: a rank that leaves with gloo still running can
+    abort in C++ ("terminate called without an active exception", SIGABRT) and fail the
+    launch even though training finished."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
 def _barrier() -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         from accelerate import PartialState
@@ -315,6 +327,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     val_loss = next((h["eval_loss"] for h in reversed(state.log_history) if "eval_loss" in h),
                     last.get("eval_loss"))
     if not trainer.is_world_process_zero():
+        _barrier()  # until rank 0 has written the adapter and receipt (a child stage reads them)
         return {}
 
     adapter_dir = paths.run_dir / lineage.ADAPTER_DIR
@@ -366,4 +379,5 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     report.loss_curve(state.log_history, paths.run_dir / "loss.png",
                       f"{cfg.name} on {base.model.key}")
     report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
+    _barrier()
     return receipt
