@@ -23,7 +23,6 @@ import gc
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
 from memworker.train import data as tdata  # noqa: E402
+from memworker.train import report  # noqa: E402
 from memworker.train.loop import answer_loss  # noqa: E402
 
 
@@ -144,7 +144,7 @@ def run(setup: Setup, base, encoded, seed: int, threads: int) -> dict:
     del model, opt
     gc.collect()
     tps = sum(tokens) / sum(times)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = report.max_rss_bytes()
     return {"tokens_per_s": round(tps, 1), "s_per_step": round(sum(times) / len(times), 3),
             "peak_rss_gb": round(peak / 2**30, 2), "steps": len(times),
             "tokens_per_step": round(sum(tokens) / len(tokens), 1), "tokens": sum(tokens),

@@ -165,8 +165,13 @@ def _weights_identity(folder: Path) -> dict[str, str]:
     return {f.name: sha256_file(f) for f in files}
 
 
-def _digest(weights: dict[str, str]) -> str:
-    return sha256_json(weights)
+def _identity(base: BaseModel, folder: Path, **extra: str) -> dict:
+    """What receipts record of a base: where it comes from, plus each weights file's sha256
+    and one digest of them all (`weights_sha256`)."""
+    weights = _weights_identity(folder)
+    return {"key": base.key, "hf_repo": base.hf_repo, "revision": base.revision,
+            "source": base.source, **extra, "weights": weights,
+            "weights_sha256": sha256_json(weights)}
 
 
 def _prepare_embedded(base: BaseModel, verify: bool) -> PreparedBase:
@@ -207,17 +212,7 @@ def _convert_gguf(base: BaseModel, gguf: Path, folder: Path) -> None:
         quantizer.remove_quantization_config(model)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    weights = _weights_identity(tmp)
-    identity = {
-        "key": base.key,
-        "hf_repo": base.hf_repo,
-        "revision": base.revision,
-        "source": base.source,
-        "source_file": gguf.name,
-        "source_sha256": source_sha,
-        "weights": weights,
-        "weights_sha256": _digest(weights),
-    }
+    identity = _identity(base, tmp, source_file=gguf.name, source_sha256=source_sha)
     (tmp / IDENTITY_FILE).write_text(json.dumps(identity, indent=2) + "\n", "utf-8")
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
@@ -246,10 +241,7 @@ def _prepare_hub(base: BaseModel) -> PreparedBase:
         if record.is_file():
             identity = json.loads(record.read_text("utf-8"))
         else:
-            weights = _weights_identity(folder)
-            identity = {"key": base.key, "hf_repo": base.hf_repo, "revision": base.revision,
-                        "source": base.source, "weights": weights,
-                        "weights_sha256": _digest(weights)}
+            identity = _identity(base, folder)
             record.write_text(json.dumps(identity, indent=2) + "\n", "utf-8")
     return PreparedBase(base, folder, identity)
 
@@ -263,10 +255,7 @@ def _prepare_local(folder: Path) -> PreparedBase:
     base = BaseModel(key=f"local:{folder.name}", description=f"local folder {folder}",
                      hf_repo=str(folder), revision=None, source="local",
                      end_of_turn=eos or "<|im_end|>", needs_gpu=False)
-    weights = _weights_identity(folder)
-    identity = {"key": base.key, "hf_repo": str(folder), "revision": None, "source": "local",
-                "weights": weights, "weights_sha256": _digest(weights)}
-    return PreparedBase(base, folder, identity)
+    return PreparedBase(base, folder, _identity(base, folder))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,7 +123,7 @@ def command_for(stage: str, args: argparse.Namespace, inherited: dict[str, Any])
     if args.runs_dir != "runs":
         parts += ["--runs-dir", args.runs_dir]
     for key, value in inherited.items():
-        flag = tconfig.FIELDS[key].metadata.get("flag", "--" + key.replace("_", "-"))
+        flag = tconfig.flag_name(key)
         if isinstance(value, bool):
             parts.append(flag if value else "--no-" + flag[2:])
         else:
@@ -200,8 +200,6 @@ def ensure_corpus(folder: str | Path, domain: str, no_build: bool) -> None:
         if (folder / "manifest.json").is_file():
             return
         print(f"train: no corpus in {folder}: building it (`{cmd}`)")
-        argv = [sys.executable, str(script), "--out", str(folder), "--seed", "13"]
-        if domain == "coding":
-            argv += ["--domain", "coding"]
+        argv = [sys.executable, str(script), *tdata.corpus_build_args(folder, domain)]
         if subprocess.run(argv).returncode != 0:
             raise tdata.DataError(f"building the corpus failed; run `{cmd}` and read its errors")

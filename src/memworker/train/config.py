@@ -131,6 +131,11 @@ class StageConfig:
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 
+def flag_name(field_name: str) -> str:
+    """The command-line flag of a config field (`max_steps` → `--max-steps`, or its own)."""
+    return FIELDS[field_name].metadata.get("flag", "--" + field_name.replace("_", "-"))
+
+
 def stages_dir() -> Path:
     """`$MEMWORKER_STAGES`, else the repository's `train/stages` next to the source tree."""
     env = os.environ.get("MEMWORKER_STAGES")
@@ -242,7 +247,7 @@ def add_field_flags(parser: argparse.ArgumentParser) -> None:
     for name, f in FIELDS.items():
         if name in ("name", "description", "parent"):
             continue
-        flag = f.metadata.get("flag", "--" + name.replace("_", "-"))
+        flag = flag_name(name)
         kind = f.type
         kw: dict[str, Any] = {"dest": name, "default": None, "help": f.metadata["help"]}
         if kind.startswith("bool"):

@@ -27,9 +27,14 @@ class DataError(ValueError):
 
 # --- corpus access ------------------------------------------------------------------------------
 
+def corpus_build_args(folder: str | Path, domain: str, seed: int = 13) -> list[str]:
+    """Arguments of corpus/build.py that build the corpus `folder` of `domain`."""
+    args = ["--out", str(folder), "--seed", str(seed)]
+    return args + ["--domain", "coding"] if domain == "coding" else args
+
+
 def corpus_command(folder: str | Path, domain: str, seed: int = 13) -> str:
-    extra = " --domain coding" if domain == "coding" else ""
-    return f"python corpus/build.py --out {folder} --seed {seed}{extra}"
+    return " ".join(["python", "corpus/build.py", *corpus_build_args(folder, domain, seed)])
 
 
 def verify_corpus(folder: str | Path, domain: str = "general") -> dict[str, Any]:

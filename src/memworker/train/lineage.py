@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memworker.hashing import sha256_file
+from memworker.hashing import sha256_file, sha256_json
 from memworker.registry import PreparedBase
 
 RECEIPT = "receipt.json"
@@ -25,6 +25,12 @@ class MissingParent(LineageError):
 def adapter_files(run_dir: Path) -> dict[str, str]:
     folder = run_dir / ADAPTER_DIR
     return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def adapter_record(run_dir: Path) -> dict[str, Any]:
+    """The receipt's `adapter` entry: each file's sha256 and one digest of them all."""
+    files = adapter_files(run_dir)
+    return {"files": files, "sha256": sha256_json(files)}
 
 
 def check_parent(parent_dir: Path, parent_stage: str, base: PreparedBase,

@@ -23,7 +23,6 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from memworker import prompts
-from memworker.hashing import sha256_json
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
 from memworker.train import lineage, report
@@ -140,8 +139,7 @@ def _prefix_cache(model, prefix_ids: torch.Tensor, shape: torch.Size) -> dict[st
     return {"cache": cache, "use_cache": True, "position_ids": positions.expand(batch, -1)}
 
 
-def _load_split(folder: Path, domain: str, manifest: dict, split: str, seed: int,
-                limit: int) -> list[dict]:
+def _load_split(folder: Path, split: str, seed: int, limit: int = 0) -> list[dict]:
     rows = tdata.seeded_order(tdata.load_wire_rows(folder, split), seed, split)
     return rows[:limit] if limit else rows
 
@@ -150,8 +148,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     """Verified, seeded, optionally replay-mixed rows per split + their provenance."""
     corpus = Path(cfg.corpus)
     manifest = tdata.verify_corpus(corpus, cfg.corpus_domain)
-    train = _load_split(corpus, cfg.corpus_domain, manifest, "train", cfg.seed, 0)
-    val = _load_split(corpus, cfg.corpus_domain, manifest, "val", cfg.seed, cfg.val_rows)
+    train = _load_split(corpus, "train", cfg.seed)
+    val = _load_split(corpus, "val", cfg.seed, cfg.val_rows)
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
         "manifest_sha256": report.file_sha(corpus / "manifest.json"),
@@ -247,12 +245,11 @@ def finish_distributed() -> None:
     """Close the process group before exit: a rank that leaves with gloo still running can
     abort in C++ ("terminate called without an active exception", SIGABRT) and fail the
     launch even though training finished."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        import torch.distributed as dist
+    _barrier()
+    import torch.distributed as dist
 
-        if dist.is_available() and dist.is_initialized():
-            dist.barrier()
-            dist.destroy_process_group()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _barrier() -> None:
@@ -262,15 +259,46 @@ def _barrier() -> None:
         PartialState().wait_for_everyone()
 
 
+def check_parent(req: RunRequest, base: PreparedBase) -> tuple[dict[str, Any] | None, str | None]:
+    """(parent receipt, its sha256) of a warm-started stage after the lineage checks; (None,
+    None) for a fresh one."""
+    if not req.cfg.parent:
+        return None, None
+    return lineage.check_parent(req.paths.parent_dir, req.cfg.parent, base, req.parent_hint)
+
+
+def receipt_core(req: RunRequest, base: PreparedBase, parent: tuple[dict | None, str | None],
+                 rows: dict[str, Any], train_stats: tdata.SplitStats,
+                 val_stats: tdata.SplitStats) -> dict[str, Any]:
+    """The receipt entries every backend writes: the stage, its config, base, lineage, data,
+    prompts, the trained adapter's files and the environment."""
+    cfg, paths = req.cfg, req.paths
+    parent_receipt, parent_sha = parent
+    return {
+        "stage": cfg.name,
+        "description": cfg.description,
+        "args": req.args,
+        "config": cfg.to_dict(),
+        "config_sha256": cfg.sha256(),
+        "base": {**base.identity, "path": str(base.path)},
+        "parent": None if not cfg.parent else {
+            "stage": cfg.parent, "run_dir": str(paths.parent_dir),
+            "receipt_sha256": parent_sha, "adapter_sha256": parent_receipt["adapter"]["sha256"],
+        },
+        "data": {**rows["provenance"], "train": train_stats.to_dict(), "val": val_stats.to_dict(),
+                 "max_length": cfg.max_length},
+        "prompts_sha256": prompts.template_hashes(),
+        "adapter": lineage.adapter_record(paths.run_dir),
+        "environment": report.environment(),
+    }
+
+
 def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     """Train one stage; returns its receipt (also written to disk by the main process)."""
     cfg, paths = req.cfg, req.paths
-    parent_receipt, parent_sha = None, None
-    if cfg.parent:
-        parent_receipt, parent_sha = lineage.check_parent(paths.parent_dir, cfg.parent, base,
-                                                          req.parent_hint)
+    parent = check_parent(req, base)
     identity = {"stage": cfg.name, "config_sha256": cfg.sha256(),
-                "base_weights_sha256": base.sha256, "parent_receipt_sha256": parent_sha}
+                "base_weights_sha256": base.sha256, "parent_receipt_sha256": parent[1]}
     state_, resume_from = _check_resume(req, identity)
     if state_ == "done":
         print(f"train: stage {cfg.name} is already trained with this config in {paths.run_dir} "
@@ -321,7 +349,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     result = trainer.train(resume_from_checkpoint=resume_from)
     runtime = time.time() - clock.t0
     state = trainer.state
-    last = state.log_history[-1] if state.log_history else {}
+    last: dict[str, Any] = {}
     if not any("eval_loss" in h and h.get("step") == state.global_step for h in state.log_history):
         last = trainer.evaluate()  # the Trainer did not validate at the final step itself
     val_loss = next((h["eval_loss"] for h in reversed(state.log_history) if "eval_loss" in h),
@@ -339,19 +367,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     tokens = state.num_input_tokens_seen - clock.start_tokens
     losses = [h["loss"] for h in state.log_history if "loss" in h]
     receipt = {
-        "stage": cfg.name,
-        "description": cfg.description,
-        "args": req.args,
-        "config": cfg.to_dict(),
-        "config_sha256": identity["config_sha256"],
-        "base": {**base.identity, "path": str(base.path)},
-        "parent": None if not cfg.parent else {
-            "stage": cfg.parent, "run_dir": str(paths.parent_dir),
-            "receipt_sha256": parent_sha, "adapter_sha256": parent_receipt["adapter"]["sha256"],
-        },
-        "data": {**rows["provenance"], "train": train_stats.to_dict(), "val": val_stats.to_dict(),
-                 "max_length": cfg.max_length},
-        "prompts_sha256": prompts.template_hashes(),
+        **receipt_core(req, base, parent, rows, train_stats, val_stats),
         "device": device.to_dict(),
         "params": tmodel.count_params(trainer.model),
         "result": {
@@ -372,9 +388,6 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
         },
         "memory_peak": report.peak_memory(scope=mem_scope),
         "trainer_state_sha256": report.file_sha(state_path),
-        "adapter": {"files": lineage.adapter_files(paths.run_dir),
-                    "sha256": sha256_json(lineage.adapter_files(paths.run_dir))},
-        "environment": report.environment(),
     }
     report.loss_curve(state.log_history, paths.run_dir / "loss.png",
                       f"{cfg.name} on {base.model.key}")

@@ -35,13 +35,12 @@ from typing import Any
 
 import yaml
 
-from memworker import prompts
-from memworker.hashing import sha256_json, write_jsonl
+from memworker.hashing import write_jsonl
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
 from memworker.train import lineage, report
 from memworker.train.config import StageConfig
-from memworker.train.loop import RunError, RunRequest, prepare_data
+from memworker.train.loop import RunError, RunRequest, check_parent, prepare_data, receipt_core
 from memworker.train.model import load_tokenizer
 
 _TRAIN_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+[▼▲]\s+([0-9,]+)")
@@ -111,13 +110,10 @@ def parse_losses(log: str) -> tuple[list[tuple[int, float]], list[tuple[int, flo
 def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[str, Any]:
     """Export the data, write the command, run it (unless `execute` is False), write a receipt."""
     cfg, paths = req.cfg, req.paths
-    parent_receipt, parent_sha = None, None
-    if cfg.parent:
-        parent_receipt, parent_sha = lineage.check_parent(paths.parent_dir, cfg.parent, base,
-                                                          req.parent_hint)
-        if parent_receipt.get("backend") != "mlx":
-            raise RunError(f"{paths.parent_dir} was trained with torch; the mlx path warm-starts "
-                           "only from an mlx adapter: rerun the parent with --backend mlx")
+    parent = check_parent(req, base)
+    if parent[0] is not None and parent[0].get("backend") != "mlx":
+        raise RunError(f"{paths.parent_dir} was trained with torch; the mlx path warm-starts "
+                       "only from an mlx adapter: rerun the parent with --backend mlx")
     if req.fresh and paths.run_dir.exists():
         shutil.rmtree(paths.run_dir)
     rows = prepare_data(cfg)
@@ -158,30 +154,21 @@ def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[s
     history = ([{"step": s, "loss": v} for s, v in train_curve]
                + [{"step": s, "eval_loss": v} for s, v in val_curve])
     report.loss_curve(history, paths.run_dir / "loss.png", f"{cfg.name} on {base.model.key} (mlx)")
-    files = lineage.adapter_files(paths.run_dir)
     tokens = train_stats.tokens * iters / max(1, train_stats.rows) * cfg.batch_size
     receipt = {
-        "stage": cfg.name, "backend": "mlx", "description": cfg.description, "args": req.args,
-        "config": cfg.to_dict(), "config_sha256": cfg.sha256(),
-        "base": {**base.identity, "path": str(base.path)},
-        "parent": None if not cfg.parent else {
-            "stage": cfg.parent, "run_dir": str(paths.parent_dir), "receipt_sha256": parent_sha,
-            "adapter_sha256": parent_receipt["adapter"]["sha256"]},
-        "data": {**rows["provenance"], "train": train_stats.to_dict(), "val": val_stats.to_dict(),
-                 "max_length": cfg.max_length,
-                 "mlx_export_sha256": {"train": train_sha, "valid": val_sha}},
-        "prompts_sha256": prompts.template_hashes(),
+        **receipt_core(req, base, parent, rows, train_stats, val_stats),
+        "backend": "mlx",
         "mlx": {"command": shlex.join(cmd), "iterations": iters,
                 "differences": ["LoRA on the unquantized base (no NF4)",
                                 "no mid-run resume", "trailing newline after <|im_end|> trained"],
                 "log_sha256": report.file_sha(log_path)},
-        "result": {"global_step": iters // cfg.grad_accum, "runtime_s": round(runtime, 2), "s_per_step": round(runtime / (iters / cfg.grad_accum), 3),
+        "result": {"global_step": iters // cfg.grad_accum, "runtime_s": round(runtime, 2),
+                   "s_per_step": round(runtime / (iters / cfg.grad_accum), 3),
                    "tokens_per_s_estimate": round(tokens / runtime, 1),
                    "final_train_loss": train_curve[-1][1] if train_curve else None,
                    "val_loss": val_curve[-1][1] if val_curve else None},
         "memory_peak": report.peak_memory(children=True),
-        "adapter": {"files": files, "sha256": sha256_json(files)},
-        "environment": report.environment(),
     }
+    receipt["data"]["mlx_export_sha256"] = {"train": train_sha, "valid": val_sha}
     report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
     return receipt

@@ -77,8 +77,8 @@ def hardware() -> dict[str, Any]:
 def reset_peak_memory() -> str:
     """Start a new peak-memory window for this stage (a chain trains several stages in one
     process): Linux resets the peak RSS (VmHWM, and with it getrusage's ru_maxrss) when "5" is
-    written to /proc/self/clear_refs; CUDA resets its peak counters. Returns the scope `peak_memory` will report: "stage", or
-    "process" where the RSS peak cannot be reset."""
+    written to /proc/self/clear_refs; CUDA resets its peak counters. Returns the scope
+    `peak_memory` will report: "stage", or "process" where the RSS peak cannot be reset."""
     gc.collect()
     scope = "process"
     try:
@@ -106,21 +106,21 @@ def _vm_hwm() -> int | None:
     return None
 
 
+def max_rss_bytes(who: int = resource.RUSAGE_SELF) -> int:
+    """getrusage's peak RSS in bytes (Linux reports KiB, macOS bytes)."""
+    return resource.getrusage(who).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
 def peak_memory(children: bool = False, scope: str = "process") -> dict[str, Any]:
     """Peak RSS (bytes) of this process since `reset_peak_memory` (scope "stage") or over its
-    life (scope "process", where no reset was possible), or of its largest finished child process (the mlx-lm run), and,
-    on CUDA, peak allocated/reserved VRAM."""
+    life (scope "process", where no reset was possible), or of its largest finished child
+    process (the mlx-lm run), and, on CUDA, peak allocated/reserved VRAM."""
     if children:
-        rss, scope = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "child process"
-        rss *= 1 if sys.platform == "darwin" else 1024
+        rss, scope = max_rss_bytes(resource.RUSAGE_CHILDREN), "child process"
     else:
         hwm = _vm_hwm() if scope == "stage" else None
-        if hwm is None:
-            scope = "process"
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            rss *= 1 if sys.platform == "darwin" else 1024
-        else:
-            rss = hwm
+        scope = scope if hwm is not None else "process"
+        rss = hwm if hwm is not None else max_rss_bytes()
     out: dict[str, Any] = {"rss_bytes": rss, "rss_scope": scope}
     try:
         import torch
