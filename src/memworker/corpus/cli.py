@@ -13,6 +13,9 @@ from memworker.corpus.build import (
     build_corpus,
     verify_corpus,
 )
+from memworker.corpus.natural import NaturalSetError, audit_natural, build_natural
+
+NATURAL_GENERATOR = "memworker.corpus.natural"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,6 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     mode.add_argument(
         "--audit", metavar="DIR", help="verify, then re-audit every row of a frozen corpus"
+    )
+    p.add_argument(
+        "--natural",
+        metavar="SRC",
+        help="freeze the hand-written natural set from SRC (corpus/natural) into --out "
+        "instead of generating a corpus (test only, never trained on)",
     )
     p.add_argument("--seed", type=int, default=13, help="generation seed (default 13)")
     p.add_argument(
@@ -75,9 +84,18 @@ def main(argv: list[str] | None = None) -> int:
             m = verify_corpus(args.verify)
             print(
                 f"ok: {args.verify}: {len(m['files'])} files match manifest "
-                f"(seed {m['seed']}, {m['totals']['rows']} rows)"
+                f"({'seed ' + str(m['seed']) if 'seed' in m else 'hand-written'}, "
+                f"{m['totals']['rows']} rows)"
             )
             return 0
+        if args.audit and verify_corpus(args.audit).get("generator") == NATURAL_GENERATOR:
+            report = audit_natural(args.audit)
+            print(_table([("rows", report["rows"]),
+                          ("rows with violations", report["rows_with_violations"])]
+                         + [(f"violation {c}", n) for c, n in report["violations"].items()]))
+            for code, example in report["examples"].items():
+                print(f"  e.g. {code}: {example}")
+            return 0 if not report["rows_with_violations"] else 1
         if args.audit:
             report = audit_corpus(args.audit)
             lines = [
@@ -102,6 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusIntegrityError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.natural:
+        try:
+            m = build_natural(args.natural, args.out, count_tokens=not args.no_tokens)
+        except NaturalSetError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        c = m["totals"]
+        print(f"built {args.out}: {m['conversations']} hand-written conversations, "
+              f"{c['rows']} test rows ({c['tasks']})")
+        return 0
     if args.teacher and not args.teacher_model:
         print("error: --teacher needs --teacher-model", file=sys.stderr)
         return 2

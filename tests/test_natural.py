@@ -1,0 +1,146 @@
+"""The hand-written natural set (corpus/natural, issue 11 item 5): every row passes the corpus audit
+as written, its gold survives the wire form and the codec, and the freeze is hashed, verifiable
+and byte-identical across builds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from memworker import wire
+from memworker.corpus import CorpusIntegrityError, audit_row, load_rows, verify_corpus
+from memworker.corpus.cli import main as cli_main
+from memworker.corpus.natural import (
+    NaturalSetError,
+    build_natural,
+    load_conversation,
+    load_natural,
+)
+from memworker.inference import codec
+
+SOURCE = Path(__file__).resolve().parents[1] / "corpus" / "natural"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    found, _ = load_natural(SOURCE)
+    return found
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory):
+    out = tmp_path_factory.mktemp("natural") / "data"
+    manifest = build_natural(SOURCE, out, count_tokens=False)
+    return out, manifest
+
+
+def test_every_row_passes_the_audit_without_repair(rows):
+    assert rows
+    bad = {r["id"]: [str(v) for v in audit_row(r)] for r in rows if audit_row(r)}
+    assert bad == {}
+
+
+def test_gold_converts_through_wire_and_decodes_through_the_codec(rows):
+    for r in rows:
+        answer = wire.dump_answer(r["task"], wire.to_wire(r["task"], r["gold"]))
+        result = codec.decode(r["task"], r["input"], answer)
+        assert result.output == r["gold"], r["id"]
+        assert result.diagnostics == [], (r["id"], result.diagnostics)
+
+
+def test_rows_have_the_corpus_canonical_format(rows):
+    keys = {"id", "task", "split", "domain", "family", "episode", "behaviours", "input", "gold",
+            "truth"}
+    for r in rows:
+        assert set(r) == keys, r["id"]
+        assert r["split"] == "test"
+        assert r["family"] == f"natural-{r['episode']}"
+
+
+def test_every_task_and_the_hard_cases_are_present(rows):
+    tasks = Counter(r["task"] for r in rows)
+    assert all(tasks[t] for t in ("extract", "consolidate", "reflect")), tasks
+    assert any(not r["gold"]["claims"] for r in rows if r["task"] == "extract") or \
+        len(rows) < 20
+    assert any(r["gold"]["insufficient_evidence"] for r in rows if r["task"] == "reflect")
+    assert any(not r["gold"]["observations"] for r in rows if r["task"] == "consolidate")
+    kinds = {c["kind"] for r in rows if r["task"] == "extract" for c in r["gold"]["claims"]}
+    assert {"relationship", "plan", "event", "fact"} <= kinds
+
+
+def test_freeze_verifies_and_loads_like_a_corpus(frozen, rows):
+    out, manifest = frozen
+    assert verify_corpus(out)["manifest_sha256"] == manifest["manifest_sha256"]
+    loaded = load_rows(out, "test", form="canonical")
+    assert [r["id"] for r in loaded] == [r["id"] for r in rows]
+    assert loaded == json.loads(json.dumps(rows))
+    wire_rows = load_rows(out, "test", form="wire")
+    assert [m["role"] for m in wire_rows[0]["messages"]] == ["system", "user", "assistant"]
+    assert manifest["hand_written"] is True and manifest["splits"] == ["test"]
+    assert manifest["totals"]["rows"] == len(rows)
+    assert manifest["conversations"] == len(list(SOURCE.glob("*.yaml")))
+    assert manifest["audit"]["rows_with_violations"] == 0
+    assert manifest["audit"]["repaired_from_truth"] == 0
+
+
+def test_two_freezes_are_byte_identical(frozen, tmp_path):
+    out, _ = frozen
+    again = tmp_path / "again"
+    build_natural(SOURCE, again, count_tokens=False)
+    for rel in ("manifest.json", "canonical/test.jsonl", "wire/test.jsonl"):
+        assert (out / rel).read_bytes() == (again / rel).read_bytes(), rel
+
+
+def test_verify_catches_an_edited_row(frozen, tmp_path):
+    out, _ = frozen
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    path = copy / "canonical" / "test.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"insufficient_evidence":true',
+                                               b'"insufficient_evidence":false', 1))
+    with pytest.raises(CorpusIntegrityError, match="canonical/test.jsonl"):
+        verify_corpus(copy)
+
+
+def _copy_with(tmp_path: Path, old: str, new: str) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    name = "n01-flat-move.yaml"
+    text = (SOURCE / name).read_text("utf-8")
+    assert old in text
+    (src / name).write_text(text.replace(old, new, 1), "utf-8")
+    return src
+
+
+@pytest.mark.parametrize("old,new,expect", [
+    # a quote that is not an exact span of its event
+    ('[[7, "so KPN fibre it is."]]', '[[7, "so KPN fibre it was."]]', "quote_not_in_event"),
+    # a hand date that disagrees with the resolver
+    ('date: "2025-02-03"', 'date: "2025-02-04"', "date_mismatch"),
+    # a rejected option stored after all
+    ('value: "KPN fibre"', 'value: "Ziggo"', "negated_option_claimed"),
+])
+def test_builder_refuses_a_wrong_label_and_names_the_file(tmp_path, old, new, expect):
+    src = _copy_with(tmp_path, old, new)
+    with pytest.raises(NaturalSetError, match=expect) as info:
+        build_natural(src, tmp_path / "out", count_tokens=False)
+    assert "n01-flat-move.yaml" in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_loader_keeps_timestamps_as_strings_and_defaults_trust():
+    conv = load_conversation(SOURCE / "n01-flat-move.yaml")
+    assert conv["events"][0]["timestamp"] == "2025-02-11T20:14:00+01:00"
+    assert all(e["trusted"] == (e["role"] != "tool") for e in conv["events"])
+
+
+def test_cli_builds_verifies_and_audits(tmp_path, capsys):
+    out = tmp_path / "nat"
+    assert cli_main(["--natural", str(SOURCE), "--out", str(out), "--no-tokens"]) == 0
+    assert cli_main(["--verify", str(out)]) == 0
+    assert cli_main(["--audit", str(out)]) == 0
+    assert "rows with violations  0" in capsys.readouterr().out
