@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from memworker import wire
-from memworker.corpus import CorpusIntegrityError, audit_row, load_rows, verify_corpus
+from memworker.corpus import (
+    BEHAVIOURS,
+    CorpusIntegrityError,
+    audit_row,
+    load_rows,
+    verify_corpus,
+)
 from memworker.corpus.cli import main as cli_main
 from memworker.corpus.natural import (
     NaturalSetError,
@@ -61,15 +67,24 @@ def test_rows_have_the_corpus_canonical_format(rows):
         assert r["family"] == f"natural-{r['episode']}"
 
 
-def test_every_task_and_the_hard_cases_are_present(rows):
+def test_size_tasks_and_hard_cases(rows):
+    assert len(list(SOURCE.glob("*.yaml"))) >= 40
     tasks = Counter(r["task"] for r in rows)
-    assert all(tasks[t] for t in ("extract", "consolidate", "reflect")), tasks
-    assert any(not r["gold"]["claims"] for r in rows if r["task"] == "extract") or \
-        len(rows) < 20
-    assert any(r["gold"]["insufficient_evidence"] for r in rows if r["task"] == "reflect")
+    assert all(tasks[t] >= 10 for t in ("extract", "consolidate", "reflect")), tasks
+    extract = [r for r in rows if r["task"] == "extract"]
+    reflect = [r for r in rows if r["task"] == "reflect"]
+    empty = sum(1 for r in extract if not r["gold"]["claims"])
+    assert empty / len(extract) >= 0.10
+    insufficient = sum(1 for r in reflect if r["gold"]["insufficient_evidence"])
+    assert 0.25 <= insufficient / len(reflect) <= 0.5
+    assert sum(1 for r in reflect if len(r["gold"]["citations"]) > 1) >= 10
     assert any(not r["gold"]["observations"] for r in rows if r["task"] == "consolidate")
-    kinds = {c["kind"] for r in rows if r["task"] == "extract" for c in r["gold"]["claims"]}
-    assert {"relationship", "plan", "event", "fact"} <= kinds
+    kinds = Counter(c["kind"] for r in extract for c in r["gold"]["claims"])
+    assert all(kinds[k] for k in ("fact", "preference", "plan", "event", "belief",
+                                  "relationship", "retraction")), kinds
+    behaviours = {b for r in rows for b in r["behaviours"]}
+    assert behaviours == set(BEHAVIOURS), set(BEHAVIOURS) - behaviours
+    assert len({r["domain"] for r in rows}) == 17
 
 
 def test_freeze_verifies_and_loads_like_a_corpus(frozen, rows):
@@ -85,6 +100,14 @@ def test_freeze_verifies_and_loads_like_a_corpus(frozen, rows):
     assert manifest["conversations"] == len(list(SOURCE.glob("*.yaml")))
     assert manifest["audit"]["rows_with_violations"] == 0
     assert manifest["audit"]["repaired_from_truth"] == 0
+
+
+def test_there_is_no_training_split_to_read(frozen):
+    out, manifest = frozen
+    assert set(manifest["files"]) == {"canonical/test.jsonl", "wire/test.jsonl"}
+    for split in ("train", "val"):
+        with pytest.raises(OSError):
+            load_rows(out, split, form="wire")
 
 
 def test_two_freezes_are_byte_identical(frozen, tmp_path):
