@@ -77,6 +77,7 @@ from memworker.corpus.build import MANIFEST, dump_manifest, split_counts, wire_r
 from memworker.corpus.coding import CODING
 from memworker.corpus.domains import GENERAL
 from memworker.hashing import sha256_file, sha256_json, write_jsonl
+from memworker.spans import candidate_spans
 
 NATURAL_VERSION = "1.0.0"
 SPLIT = "test"
@@ -86,7 +87,8 @@ DOMAINS = tuple(d.key for d in GENERAL) + (CODING.key,)
 CONFIDENCE = dict(wire.CONFIDENCE)
 STATUSES = ("superseded", "retracted", "rejected", "negated", "undecided", "injected", "secret",
             "failed", "hypothetical", "past", "reported", "stored")
-FORBIDDEN_REASONS = tuple(A._FORBIDDEN_CODE)
+FORBIDDEN_REASONS = ("secret", "injected", "rejected_suggestion", "negated", "undecided",
+                     "failed_command")
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?$")
 
 
@@ -362,9 +364,10 @@ def check_row(row: dict[str, Any], path: str) -> None:
         events = {e["index"]: e for e in row["input"]["events"]}
         for c in row["gold"]["claims"]:
             for i, q in zip(c["source_indices"], c["quotes"], strict=True):
-                if q in events[i]["text"] and q not in A._spans(events[i]["text"]):
+                spans = candidate_spans(events[i]["text"])
+                if q in events[i]["text"] and q not in spans:
                     problems.append(f"quote {q[:50]!r} of event {i} is not among its "
-                                    f"{len(A._spans(events[i]['text']))} candidate spans")
+                                    f"{len(spans)} candidate spans")
     if not problems:
         problems = _codec_problems(row)
     if problems:
