@@ -81,8 +81,8 @@ from memworker.spans import candidate_spans
 
 NATURAL_VERSION = "1.0.0"
 SPLIT = "test"
-#: the issue-11 bound on a full chat (system + user + assistant) with the SmolLM2 tokenizer
-MAX_TOKENS = 1536
+#: the issue-11 bound on a prompt (system + user, ChatML, SmolLM2 tokenizer)
+MAX_PROMPT_TOKENS = 1536
 DOMAINS = tuple(d.key for d in GENERAL) + (CODING.key,)
 CONFIDENCE = dict(wire.CONFIDENCE)
 STATUSES = ("superseded", "retracted", "rejected", "negated", "undecided", "injected", "secret",
@@ -438,11 +438,16 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
         from memworker.corpus import tokens as T
 
         counts = T.count([wire_row(r)["messages"] for r in rows])
-        over = [(r["id"], t) for r, (_, t) in zip(rows, counts, strict=True) if t > MAX_TOKENS]
+        over = [(r["id"], p) for r, (p, _) in zip(rows, counts, strict=True)
+                if p > MAX_PROMPT_TOKENS]
         if over:
-            raise NaturalSetError(f"rows over {MAX_TOKENS} tokens (full chat): {over}; "
+            raise NaturalSetError(f"prompts over {MAX_PROMPT_TOKENS} tokens: {over}; "
                                   "shorten their window")
-        tokens = {"tokenizer": f"{T.GGUF_PACKAGE}/{T.GGUF_FILE}", "max_allowed": MAX_TOKENS}
+        tokens = {"tokenizer": f"{T.GGUF_PACKAGE}/{T.GGUF_FILE}",
+                  "max_prompt_allowed": MAX_PROMPT_TOKENS,
+                  "counted": "prompt = system + user in ChatML with the assistant header; "
+                             "total = system + user + gold answer",
+                  "rows_over_1024_total": sum(1 for _, t in counts if t > 1024)}
         for task in contracts.TASKS:
             c = [n for r, n in zip(rows, counts, strict=True) if r["task"] == task]
             tokens[task] = ({"rows": len(c),
