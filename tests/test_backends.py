@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -28,47 +26,11 @@ from memworker.inference.backends import (
 from memworker.inference.grammar import GrammarError
 from memworker.inference.samples import SAMPLES
 from memworker.prompts import render, system_prompt, to_chatml
-from tests.helpers import free_port
+from tests.helpers import RecordingServer, free_port
 
 REFLECT = SAMPLES["reflect"][0]
 GOOD_REFLECT = json.dumps({"answer": "The user lives in Lisbon.", "citations": ["E2"],
                            "insufficient_evidence": False})
-
-
-class RecordingServer:
-    """A tiny HTTP server in a thread: replies to POSTs with scripted (status, JSON) pairs and
-    records every request body."""
-
-    def __init__(self, replies):
-        self.replies, self.requests = list(replies), []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "body": body})
-                status, payload = outer.replies.pop(0)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def ollama_reply(text, done_reason="stop"):

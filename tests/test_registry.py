@@ -3,6 +3,7 @@ one-line errors that say how to get a missing base, local folders identified by 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -110,3 +111,12 @@ def test_production_base_without_a_gpu_is_one_line(capsys):
     assert cli.main(["--stage", "coding", "--profile", "gpu", "--no-build-corpus"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "qwen3-4b" in err and "CUDA GPU" in err
+
+
+def test_embedded_gguf_with_another_sha256_is_refused(monkeypatch, embedded_gguf):
+    smol = registry.get("smollm2-135m")
+    monkeypatch.setitem(registry.BASES, "smollm2-135m",
+                        dataclasses.replace(smol, gguf_sha256="0" * 64))
+    with pytest.raises(registry.BaseUnavailable, match="the registry pins 0000") as err:
+        registry.embedded_gguf_path()
+    assert "\n" not in str(err.value) and "--force-reinstall" in str(err.value)

@@ -118,3 +118,17 @@ def test_a_tampered_corpus_is_refused_with_the_rebuild_command(tmp_path):
         tdata.verify_corpus(corpus)
     with pytest.raises(tdata.DataError, match="python corpus/build.py --out .* --domain coding"):
         tdata.verify_corpus(tmp_path / "missing", "coding")
+
+
+@pytest.mark.slow
+def test_training_builds_a_missing_corpus_through_memworker_corpus(tmp_path, monkeypatch):
+    """No script path: the corpus stage runs in process from any working directory."""
+    from memworker.corpus import verify_corpus
+    from memworker.train.cli import ensure_corpus
+
+    monkeypatch.chdir(tmp_path)  # no corpus/build.py here
+    with pytest.raises(tdata.DataError, match="python corpus/build.py --out c --seed 13 --domain"):
+        ensure_corpus("c", "coding", no_build=True)
+    ensure_corpus("c", "coding", no_build=False)
+    manifest = verify_corpus(tmp_path / "c")
+    assert manifest["args"]["domain"] == "coding" and manifest["seed"] == 13

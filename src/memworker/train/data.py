@@ -30,13 +30,16 @@ class DataError(ValueError):
 # --- corpus access ------------------------------------------------------------------------------
 
 def corpus_build_args(folder: str | Path, domain: str, seed: int = 13) -> list[str]:
-    """Arguments of corpus/build.py that build the corpus `folder` of `domain`."""
-    args = ["--out", str(folder), "--seed", str(seed)]
-    return args + ["--domain", "coding"] if domain == "coding" else args
+    """Arguments of the corpus stage that build the corpus `folder` of `domain`."""
+    from memworker.corpus.build import build_args
+
+    return build_args(folder, seed=seed, domain=domain)
 
 
 def corpus_command(folder: str | Path, domain: str, seed: int = 13) -> str:
-    return " ".join(["python", "corpus/build.py", *corpus_build_args(folder, domain, seed)])
+    from memworker.corpus.build import build_command
+
+    return build_command(folder, seed=seed, domain=domain)
 
 
 def verify_corpus(folder: str | Path, domain: str = "general") -> dict[str, Any]:
