@@ -126,6 +126,18 @@ def test_tampered_corpus_is_refused(work, assets, capsys):
     assert not Path("runs/coding/receipt.json").exists()
 
 
+def test_a_stage_refuses_a_corpus_other_than_the_pinned_one(work, assets, capsys):
+    pinned = sha256_file("data/corpus-coding/manifest.json")
+    assert train("coding", assets["base"], "--corpus-sha256", "0" * 64) == 2
+    err = capsys.readouterr().err
+    assert f"pins corpus manifest sha256 {'0' * 64}, but data/corpus-coding/manifest.json is " \
+           f"{pinned}" in err and err.count("\n") == 1
+    assert not Path("runs/coding/receipt.json").exists()
+    assert train("coding", assets["base"], "--corpus-sha256", pinned) == 0
+    receipt = json.loads(Path("runs/coding/receipt.json").read_text())
+    assert receipt["data"]["manifest_sha256"] == pinned
+
+
 def test_missing_corpus_says_which_command_builds_it(work, assets, capsys):
     shutil.rmtree("data/corpus-coding")
     assert train("coding", assets["base"]) == 2

@@ -143,8 +143,8 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
         import torch
 
         if not torch.cuda.is_available():
-            raise registry.BaseUnavailable(f"base {base_model.key} {base_model.install_hint}; "
-                                           "this machine has no CUDA GPU")
+            raise registry.BaseUnavailable(f"base {base_model.key} needs a CUDA GPU; this "
+                                           "machine has none")
     backend = pick_backend(args.backend)
     base = registry.prepare(target.base)
     runs_dir = Path(args.runs_dir)

@@ -148,11 +148,16 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     """Verified, seeded, optionally replay-mixed rows per split + their provenance."""
     corpus = Path(cfg.corpus)
     manifest = tdata.verify_corpus(corpus, cfg.corpus_domain)
+    manifest_sha256 = report.file_sha(corpus / "manifest.json")
+    if cfg.corpus_sha256 is not None and manifest_sha256 != cfg.corpus_sha256:
+        raise RunError(f"stage {cfg.name} pins corpus manifest sha256 {cfg.corpus_sha256}, but "
+                       f"{corpus}/manifest.json is {manifest_sha256}: point --corpus at the pinned "
+                       "corpus, or change corpus_sha256 in the stage YAML (--corpus-sha256)")
     train = _load_split(corpus, "train", cfg.seed)
     val = _load_split(corpus, "val", cfg.seed, cfg.val_rows)
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
-        "manifest_sha256": report.file_sha(corpus / "manifest.json"),
+        "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
     if cfg.replay_fraction > 0:
