@@ -48,7 +48,6 @@ class Setup:
     max_tokens: int = 0
     share_prefix: bool = False
     logits_only: bool = False
-    fast_dropout: bool = False
     qlora: bool = False
     bf16: bool = False
 
@@ -64,22 +63,16 @@ CONFIGS = {
                        batch=4, logits_only=True, share_prefix=True),
     "shared-b8": Setup("the same with batches of 8 (no token bound: up to ~22 GB)", batch=8,
                        logits_only=True, share_prefix=True),
-    "fast-dropout": Setup("shared-b4 + LoRA dropout masks from torch.randint (train/run.py on "
-                          "CPU)", batch=4, logits_only=True, share_prefix=True,
-                          fast_dropout=True),
     "cpu-profile": Setup("what `--profile cpu` trains with: up to 16 rows of one task, at most "
                          "2560 padded tokens per batch (bounded memory), all of the above",
-                         batch=16, max_tokens=2560, logits_only=True, share_prefix=True,
-                         fast_dropout=True),
+                         batch=16, max_tokens=2560, logits_only=True, share_prefix=True),
     "qlora": Setup("cpu-profile with the NF4 QLoRA base instead of fp32", batch=16,
-                   max_tokens=2560, logits_only=True, share_prefix=True, fast_dropout=True,
-                   qlora=True),
+                   max_tokens=2560, logits_only=True, share_prefix=True, qlora=True),
     "bf16": Setup("cpu-profile under bf16 autocast (fast only with native CPU bf16)", batch=16,
-                  max_tokens=2560, logits_only=True, share_prefix=True, fast_dropout=True,
-                  bf16=True),
+                  max_tokens=2560, logits_only=True, share_prefix=True, bf16=True),
 }
-DEFAULT = ("baseline-512", "baseline", "logits-only", "grouped-b4", "shared-b4", "fast-dropout",
-           "cpu-profile", "qlora")
+DEFAULT = ("baseline-512", "baseline", "logits-only", "grouped-b4", "shared-b4", "cpu-profile",
+           "qlora")
 
 
 def matmul_ceiling(dtype: torch.dtype, seconds: float = 1.5) -> float:
@@ -97,12 +90,10 @@ def matmul_ceiling(dtype: torch.dtype, seconds: float = 1.5) -> float:
 def load(base, setup: Setup, threads: int):
     """The model exactly as train/run.py builds it (memworker.train.model.load_model)."""
     from memworker.train.config import StageConfig
-    from memworker.train.model import Device, count_params, load_model, set_lora_dropout
+    from memworker.train.model import Device, count_params, load_model
 
     cfg = StageConfig(name="bench", qlora=setup.qlora)
     model = load_model(base, cfg, Device("cpu", setup.bf16, threads, 0, 1))
-    if not setup.fast_dropout:
-        set_lora_dropout(model, cfg.lora_dropout)  # back to torch's nn.Dropout
     model.train()
     return model, count_params(model)["total"]
 

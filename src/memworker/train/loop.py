@@ -121,6 +121,25 @@ def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
     return loss, outputs
 
 
+#: transformers releases (major.minor) the shared-prefix KV path is tested with: it builds a
+#: DynamicCache and expands its per-layer keys/values, which transformers may change between
+#: releases. constraints.txt pins the exact version CI ran.
+SHARE_PREFIX_TESTED_TRANSFORMERS = ("5.24",)
+
+
+def check_share_prefix_support(cfg: StageConfig) -> None:
+    """Refuse the shared-prefix KV path on a transformers release it is not tested with."""
+    import transformers
+
+    version = transformers.__version__
+    if cfg.share_prefix and cfg.batch_size > 1 and \
+            ".".join(version.split(".")[:2]) not in SHARE_PREFIX_TESTED_TRANSFORMERS:
+        raise RunError(f"share_prefix (the shared-prompt KV-cache path) is tested with "
+                       f"transformers {', '.join(SHARE_PREFIX_TESTED_TRANSFORMERS)}.x, this is "
+                       f"{version}: install the pinned one (pip install -c constraints.txt "
+                       "transformers) or train with --no-share-prefix")
+
+
 def _prefix_cache(model, prefix_ids: torch.Tensor, shape: torch.Size) -> dict[str, Any]:
     """Run the shared prefix once (with gradients) and expand its KV cache to the batch: the
     suffix forward then sees exactly what it would in the full rows, and the gradients of all
@@ -331,6 +350,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
         (paths.run_dir / "config.json").write_text(json.dumps(doc, indent=2, sort_keys=True)
                                                    + "\n", "utf-8")
 
+    check_share_prefix_support(cfg)
     parent_adapter = paths.parent_dir / lineage.ADAPTER_DIR if cfg.parent else None
     model = tmodel.load_model(base, cfg, device, parent_adapter)
     clock = _Clock()
