@@ -149,6 +149,8 @@ def _truth_key(subject: str, predicate: str, value: str | None) -> tuple[str, st
 
 
 def _audit_extract(row: dict[str, Any]) -> list[Violation]:
+    """Per claim: the shared checker (memworker.verify), behaviour invariants, the world state,
+    dates; then every required fact must have been claimed."""
     out: list[Violation] = []
     inp, claims = row["input"], row["gold"]["claims"]
     truth = row.get("truth", {})
@@ -159,84 +161,71 @@ def _audit_extract(row: dict[str, Any]) -> list[Violation]:
     seen: Counter = Counter()
     for n, c in enumerate(claims):
         where = f"claim {n}"
-        shape = verify.canonical_claim_findings(c, n)
-        found = shape or verify.claim_findings(wire.claim_to_wire(c), n, events, fact_ids)
+        found = verify.canonical_claim_findings(c, n) or verify.claim_findings(
+            wire.claim_to_wire(c), n, events, fact_ids)
         out += [Violation(f.code, str(f)) for f in found]
         cited = [events[i] for i in c["source_indices"] if i in events]
-        if cited and all(e["role"] == "assistant" for e in cited):
-            out.append(Violation("assistant_only_source", f"{where} rests on assistant text only"))
-        for item in truth.get("forbidden", []):
-            code = _FORBIDDEN_CODE[item["reason"]]
-            if item["reason"] == "secret":
-                continue
-            if norm(c["value"]) == norm(item["text"]) or _mentions(c["statement"], item["text"]):
-                out.append(Violation(code, f"{where} carries {item['reason']} {item['text']!r}"))
-        # corrections and retractions
-        if c["kind"] == "retraction" and (c["value"] is not None or not c["supersedes"]):
-            out.append(
-                Violation(
-                    "correction_inconsistent",
-                    f"{where}: retraction needs value null and a superseded id",
-                )
-            )
-        if c["kind"] != "retraction" and c["value"] is None:
-            out.append(
-                Violation("correction_inconsistent", f"{where}: null value outside a retraction")
-            )
-        if c["is_correction"] != bool(c["supersedes"]):
-            out.append(
-                Violation(
-                    "correction_inconsistent",
-                    f"{where}: correction={c['is_correction']} but supersedes={c['supersedes']}",
-                )
-            )
-        # matching against the world state
+        out += _audit_claim_behaviour(c, cited, truth.get("forbidden", []), where)
         t = by_key.get(_truth_key(c["subject"]["name"], c["predicate"], c["value"]))
         if t is None or t["kind"] != c["kind"]:
-            out.append(
-                Violation(
-                    "unsupported_claim",
-                    f"{where}: {c['subject']['name']} "
-                    f"{c['predicate']}={c['value']!r} is not a current fact",
-                )
-            )
+            out.append(Violation("unsupported_claim", f"{where}: {c['subject']['name']} "
+                                 f"{c['predicate']}={c['value']!r} is not a current fact"))
         else:
             seen[id(t)] += 1
             if seen[id(t)] > 1:
                 out.append(Violation("duplicate_claim", f"{where} repeats a fact"))
-            missing = set(t.get("source_indices", [])) - set(c["source_indices"])
-            if missing:
-                out.append(Violation("missing_source", f"{where} lacks events {sorted(missing)}"))
-            if sorted(t.get("supersedes", [])) != sorted(c["supersedes"]):
-                out.append(
-                    Violation(
-                        "correction_inconsistent",
-                        f"{where} supersedes {c['supersedes']}, truth {t['supersedes']}",
-                    )
-                )
-            if t.get("exception") and not _mentions(c["statement"], t["exception"]):
-                out.append(Violation("exception_dropped", f"{where} loses {t['exception']!r}"))
-            if t.get("believer") and t["believer"] not in c["statement"]:
-                out.append(Violation("belief_unhedged", f"{where} loses who believes it"))
-            if (t.get("date"), t.get("date_precision")) != (c["date"], c["date_precision"]):
-                out.append(
-                    Violation(
-                        "date_mismatch",
-                        f"{where}: {c['date']} but the world state says {t.get('date')}",
-                    )
-                )
-        if c["kind"] == "belief" and not any(h in c["statement"].lower() for h in HEDGES):
+            out += _audit_against_truth(c, t, where)
+        if c["kind"] == "belief" and not _hedged(c["statement"]):
             out.append(Violation("belief_unhedged", f"{where}: no hedge in {c['statement']!r}"))
         if not any(f.code == "time_expression_not_detected" for f in found):
             out += _audit_time(c, inp["events"], where)
-    for t in current:
-        if t.get("required") and seen[id(t)] == 0:
-            out.append(
-                Violation(
-                    "missing_required",
-                    f"no claim for {t['subject']} {t['predicate']}={t['value']!r}",
-                )
-            )
+    out += [Violation("missing_required",
+                      f"no claim for {t['subject']} {t['predicate']}={t['value']!r}")
+            for t in current if t.get("required") and seen[id(t)] == 0]
+    return out
+
+
+def _audit_claim_behaviour(c: dict[str, Any], cited: list[dict[str, Any]],
+                           forbidden: list[dict[str, Any]], where: str) -> list[Violation]:
+    """Invariants of one claim on its own: sources, forbidden values, corrections."""
+    out = []
+    if cited and all(e["role"] == "assistant" for e in cited):
+        out.append(Violation("assistant_only_source", f"{where} rests on assistant text only"))
+    for item in forbidden:
+        if item["reason"] == "secret":
+            continue  # audit_row checks secrets over every field
+        if norm(c["value"]) == norm(item["text"]) or _mentions(c["statement"], item["text"]):
+            out.append(Violation(_FORBIDDEN_CODE[item["reason"]],
+                                 f"{where} carries {item['reason']} {item['text']!r}"))
+    if c["kind"] == "retraction" and (c["value"] is not None or not c["supersedes"]):
+        out.append(Violation("correction_inconsistent",
+                             f"{where}: retraction needs value null and a superseded id"))
+    if c["kind"] != "retraction" and c["value"] is None:
+        out.append(Violation("correction_inconsistent",
+                             f"{where}: null value outside a retraction"))
+    if c["is_correction"] != bool(c["supersedes"]):
+        out.append(Violation("correction_inconsistent", f"{where}: correction="
+                             f"{c['is_correction']} but supersedes={c['supersedes']}"))
+    return out
+
+
+def _audit_against_truth(c: dict[str, Any], t: dict[str, Any], where: str) -> list[Violation]:
+    """A claim against the world-state fact it matches: sources, corrections, exception,
+    believer and date."""
+    out = []
+    missing = set(t.get("source_indices", [])) - set(c["source_indices"])
+    if missing:
+        out.append(Violation("missing_source", f"{where} lacks events {sorted(missing)}"))
+    if sorted(t.get("supersedes", [])) != sorted(c["supersedes"]):
+        out.append(Violation("correction_inconsistent",
+                             f"{where} supersedes {c['supersedes']}, truth {t['supersedes']}"))
+    if t.get("exception") and not _mentions(c["statement"], t["exception"]):
+        out.append(Violation("exception_dropped", f"{where} loses {t['exception']!r}"))
+    if t.get("believer") and t["believer"] not in c["statement"]:
+        out.append(Violation("belief_unhedged", f"{where} loses who believes it"))
+    if (t.get("date"), t.get("date_precision")) != (c["date"], c["date_precision"]):
+        out.append(Violation("date_mismatch",
+                             f"{where}: {c['date']} but the world state says {t.get('date')}"))
     return out
 
 
