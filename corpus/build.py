@@ -4,7 +4,7 @@ Usage:
     python corpus/build.py --out data/corpus --seed 13                   # default general corpus
     python corpus/build.py --out data/corpus-coding --seed 13 --domain coding
     python corpus/build.py --out /tmp/small --seed 1 --episodes 64 --no-tokens
-    python corpus/build.py --out data/corpus-t --seed 13 --teacher http://127.0.0.1:8080 \\
+    python corpus/build.py --out data/corpus-t --seed 13 --teacher http://127.0.0.1:8080/v1 \\
         --teacher-model smollm2                                          # optional paraphrasing
     python corpus/build.py --verify data/corpus     # exits 1 and names the file on a mismatch
     python corpus/build.py --audit data/corpus      # re-audits every row, prints a table

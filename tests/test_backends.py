@@ -9,14 +9,8 @@ The llama.cpp tests (slow) run the real embedded base model."""
 
 from __future__ import annotations
 
+import inspect
 import json
-import socket
-import subprocess
-import sys
-import threading
-import time
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -32,47 +26,11 @@ from memworker.inference.backends import (
 from memworker.inference.grammar import GrammarError
 from memworker.inference.samples import SAMPLES
 from memworker.prompts import render, system_prompt, to_chatml
-from memworker.registry import embedded_gguf_path
+from tests.helpers import RecordingServer, free_port
 
 REFLECT = SAMPLES["reflect"][0]
 GOOD_REFLECT = json.dumps({"answer": "The user lives in Lisbon.", "citations": ["E2"],
                            "insufficient_evidence": False})
-
-
-class RecordingServer:
-    """A tiny HTTP server in a thread: replies to POSTs with scripted (status, JSON) pairs and
-    records every request body."""
-
-    def __init__(self, replies):
-        self.replies, self.requests = list(replies), []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server naming)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "body": body})
-                status, payload = outer.replies.pop(0)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def ollama_reply(text, done_reason="stop"):
@@ -81,17 +39,21 @@ def ollama_reply(text, done_reason="stop"):
                  "eval_count": 17}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # --- protocol -------------------------------------------------------------------------------------
 
 def test_every_backend_implements_the_protocol():
+    """generate() takes the protocol's parameters (same names and kinds; the protocol's
+    defaults kept, more may be added), and the class has a name. (A runtime_checkable isinstance
+    check only looks for the attribute names.)"""
+    wanted = inspect.signature(Backend.generate).parameters.values()
     for cls in (LlamaCppBackend, OllamaBackend, OpenAICompatBackend, ReplayBackend):
-        assert isinstance(cls.__new__(cls), Backend)
+        got = inspect.signature(cls.generate).parameters
+        assert [(p.name, p.kind) for p in got.values()] == \
+            [(p.name, p.kind) for p in wanted], cls.__name__
+        for p in wanted:
+            if p.default is not inspect.Parameter.empty:
+                assert got[p.name].default == p.default, (cls.__name__, p.name)
+        assert isinstance(cls.name, str) and cls.name, cls.__name__
 
 
 # --- Ollama (local protocol server) ---------------------------------------------------------------
@@ -173,8 +135,8 @@ def test_replay_backend_runs_out_loudly():
 # --- llama.cpp in process (slow) ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def llama():
-    backend = LlamaCppBackend(embedded_gguf_path(), n_ctx=2048, n_threads=2)
+def llama(embedded_gguf, llama_cpp):
+    backend = LlamaCppBackend(embedded_gguf, n_ctx=2048, n_threads=2)
     yield backend
     backend.llm.close()
 
@@ -217,43 +179,11 @@ def test_llama_truncation_surfaces_as_a_typed_error(llama):
 
 # --- a real llama_cpp.server (slow) ---------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    with open(log, "wb") as sink:  # a file, not a pipe: the server logs a lot and would block
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf_path()),
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-            stdout=sink, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/v1/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama_cpp.server did not start within 90 s") from None
-                time.sleep(0.5)
-        yield url + "/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.mark.slow
 def test_openai_backend_against_real_llama_cpp_server(llama_server):
     import jsonschema
 
-    backend = OpenAICompatBackend(llama_server, model="smollm2")
+    backend = OpenAICompatBackend(llama_server + "/v1", model="smollm2")
     request = codec.prepare("reflect", SAMPLES["reflect"][1], budget_tokens=160)
     gen = backend.generate(request.messages, schema=request.schema, grammar=request.grammar,
                            max_tokens=min(request.max_tokens, 200), seed=1)

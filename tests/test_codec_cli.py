@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from memworker.inference.cli import RequestError, load_request, main, parse_rendered
 from memworker.inference.samples import SAMPLES
 from memworker.prompts import render, render_user, to_chatml
-from tests.test_backends import GOOD_REFLECT, RecordingServer, ollama_reply
+from tests.helpers import RecordingServer
+from tests.test_backends import GOOD_REFLECT, ollama_reply
 from tests.test_codec_strategies import INPUTS
 
 ROOT = Path(__file__).resolve().parents[1]

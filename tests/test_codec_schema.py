@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from memworker.contracts import errors as contract_errors
 from memworker.contracts import load_schema
-from memworker.inference.gbnf import Matcher
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
     CHARS_PER_TOKEN,
@@ -31,6 +30,7 @@ from memworker.inference.schema import (
 )
 from memworker.spans import candidate_spans
 from memworker.wire import dump_answer, key_order, wire_schema_name
+from tests.gbnf import Matcher
 from tests.test_codec_strategies import INPUTS, answers
 
 SETTINGS = settings(max_examples=60, deadline=None,

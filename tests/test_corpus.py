@@ -26,7 +26,7 @@ from memworker.corpus import (
     load_rows,
     verify_corpus,
 )
-from memworker.corpus.build import dump_manifest, leakage
+from memworker.corpus.build import audit_gate, dump_manifest, generate_rows, leakage
 from memworker.corpus.domains import GENERAL
 from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
 from memworker.spans import candidate_spans
@@ -47,6 +47,13 @@ def small_rows(small) -> list[dict]:
     return [r for s in SPLITS for r in load_rows(small, s, form="canonical")]
 
 
+@pytest.fixture(scope="module")
+def generated() -> tuple[list[dict], dict[str, str]]:
+    """The same corpus's rows as generated, before the audit gate repairs or excludes any: the
+    checks below would pass trivially on gated rows."""
+    return generate_rows("general", seed=5, episodes=160)
+
+
 def _codes(row: dict) -> set[str]:
     return {v.code for v in audit_row(row)}
 
@@ -61,17 +68,33 @@ def _first(rows, pred):
 # ----------------------------------------------------------------------- contracts and spans
 
 
-def test_every_row_is_schema_valid_and_clean(small_rows):
-    assert len(small_rows) >= 400
-    for r in small_rows:
+def test_generated_rows_pass_the_audit_before_any_repair(generated, small):
+    rows, family_splits = generated
+    assert len(rows) >= 400
+    for r in rows:
         validate_input(r["task"], r["input"])
         validate_output(r["task"], r["gold"])
-    assert audit_rows(small_rows) == {}
+    assert audit_rows(rows, family_splits) == {}
+    audit = json.loads((small / "manifest.json").read_text())["audit"]
+    assert audit["rows_generated"] == audit["rows_audited"] == len(rows)
+    assert audit["rows_with_violations"] == 0 and audit["repaired_from_truth"] == 0
 
 
-def test_gold_quotes_are_candidate_spans(small_rows):
+def test_the_gate_repairs_or_excludes_bad_rows(generated):
+    rows = json.loads(json.dumps(generated[0]))  # as read from disk: gold and truth unshared
+    family_splits = generated[1]
+    extract = [r for r in rows if r["task"] == "extract" and r["gold"]["claims"]]
+    extract[0]["gold"]["claims"][0]["quotes"][0] += " (and more)"  # repairable from truth
+    extract[1]["input"]["events"][0]["timestamp"] = "2025-13-45T99:00:00Z"  # not repairable
+    kept, report, excluded = audit_gate(rows, family_splits)
+    assert report["rows_with_violations"] == 2 and report["repaired_from_truth"] == 1
+    assert excluded == {extract[1]["id"]: "schema_input"} and len(kept) == len(rows) - 1
+    assert audit_rows(kept, family_splits) == {}
+
+
+def test_gold_quotes_are_candidate_spans(generated):
     quotes = 0
-    for r in small_rows:
+    for r in generated[0]:
         if r["task"] != "extract":
             continue
         events = {e["index"]: e["text"] for e in r["input"]["events"]}
@@ -82,9 +105,9 @@ def test_gold_quotes_are_candidate_spans(small_rows):
     assert quotes > 100
 
 
-def test_time_expressions_come_from_detector_and_dates_from_resolver(small_rows):
+def test_time_expressions_come_from_detector_and_dates_from_resolver(generated):
     dated = 0
-    for r in small_rows:
+    for r in generated[0]:
         if r["task"] != "extract":
             continue
         events = r["input"]["events"]

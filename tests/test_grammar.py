@@ -1,6 +1,6 @@
 """The JSON-schema -> GBNF converter (memworker.inference.grammar) and the GBNF matcher.
 
-Acceptance is checked with memworker.inference.gbnf (a small matcher of the GBNF we write);
+Acceptance is checked with tests/gbnf.py (a small matcher of the GBNF we write);
 tests/test_grammar_llama.py repeats the key checks inside llama.cpp itself (slow tier)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memworker.contracts import load_schema
-from memworker.inference.gbnf import GbnfSyntaxError, Matcher, accepts, parse_gbnf
 from memworker.inference.grammar import (
     UnsupportedSchema,
     gbnf_literal,
@@ -22,6 +21,7 @@ from memworker.inference.grammar import (
 )
 from memworker.inference.schema import build_schema
 from memworker.wire import dump_answer
+from tests.gbnf import GbnfSyntaxError, Matcher, accepts, parse_gbnf
 from tests.test_codec_strategies import INPUTS, answers
 
 FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,

@@ -27,7 +27,6 @@ from memworker.inference.backends import LlamaCppBackend
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.samples import SAMPLES
 from memworker.inference.schema import Limits, build_schema
-from memworker.registry import embedded_gguf_path
 from memworker.wire import dump_answer
 from tests.test_codec_strategies import INPUTS, answers
 
@@ -35,10 +34,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def vocab_model():
-    from llama_cpp import Llama
-
-    llm = Llama(model_path=str(embedded_gguf_path()), vocab_only=True, verbose=False)
+def vocab_model(embedded_gguf, llama_cpp):
+    llm = llama_cpp.Llama(model_path=str(embedded_gguf), vocab_only=True, verbose=False)
     yield llm
     llm.close()
 
@@ -130,8 +127,8 @@ def test_llama_sampler_accepts_gold_like_answers_byte_for_byte(vocab_model, task
     check()
 
 
-def test_temperature_one_outputs_all_parse_and_validate():
-    backend = LlamaCppBackend(embedded_gguf_path(), n_ctx=2048, n_threads=2)
+def test_temperature_one_outputs_all_parse_and_validate(embedded_gguf, llama_cpp):
+    backend = LlamaCppBackend(embedded_gguf, n_ctx=2048, n_threads=2)
     tight = Limits(claims=1, quotes=1, supersedes=1, name=16, value=16, statement=40,
                    observations=1, supports=2, answer=60, citations=2)
     inputs = [("extract", SAMPLES["extract"][0]), ("extract", SAMPLES["extract"][1]),

@@ -80,3 +80,12 @@ def test_read_sha256sums_rejects_garbage(tmp_path):
     (tmp_path / "SHA256SUMS").write_text("not a checksum line\n")
     with pytest.raises(ValueError, match="not a sha256sum line"):
         read_sha256sums(tmp_path / "SHA256SUMS")
+
+
+def test_sha256_parts_is_the_digest_of_the_joined_text():
+    import hashlib
+
+    from memworker.hashing import sha256_parts
+
+    assert sha256_parts("fam", 3, "x") == hashlib.sha256(b"fam\x1f3\x1fx").digest()
+    assert sha256_parts("a", "b") != sha256_parts("ab")

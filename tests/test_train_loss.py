@@ -115,38 +115,41 @@ def test_task_batches_stay_within_a_task_and_a_token_budget():
     assert planned != list(budget)
 
 
-def test_fast_dropout_has_the_dropout_law():
-    from memworker.train.model import FastDropout
-
-    drop = FastDropout(0.05)
-    assert (drop.num, drop.den) == (1, 20)
-    torch.manual_seed(0)
-    x = torch.ones(1000, 1000)
-    y = drop(x)
-    rate = float((y == 0).float().mean())
-    assert abs(rate - 0.05) < 0.002  # 1e6 draws: std 0.0002
-    assert torch.allclose(y[y != 0], torch.full_like(y[y != 0], 1 / 0.95))
-    drop.eval()
-    assert drop(x) is x
-
-
-def test_cpu_models_get_fast_dropout_on_every_lora_branch(tmp_path):
+def test_lora_branches_use_peft_dropout_at_the_stage_rate(tmp_path):
+    """PEFT's own dropout (no patched module): a fresh adapter gets the stage's rate, and a warm
+    start gets this stage's rate, not the parent's (through PeftModel.from_pretrained(config=))."""
     from memworker.registry import prepare
     from memworker.train.config import StageConfig
-    from memworker.train.model import Device, FastDropout, load_model
+    from memworker.train.model import Device, load_model
+
+    def rates(model):
+        return sorted({d.p for m in model.modules()
+                       if isinstance(getattr(m, "lora_dropout", None), torch.nn.ModuleDict)
+                       for d in m.lora_dropout.values()})
 
     base = prepare(str(build_tiny_base(tmp_path / "b")))
-    cfg = StageConfig(name="t", qlora=False)
-    model = load_model(base, cfg, Device("cpu", False, 1, 0, 1))
-    drops = [m for m in model.modules() if isinstance(m, FastDropout)]
-    assert len(drops) == 2 * 7 and all(d.p == 0.05 for d in drops)  # 2 layers x 7 linears
+    cpu = Device("cpu", False, 1, 0, 1)
+    parent = load_model(base, StageConfig(name="p", qlora=False, lora_dropout=0.1), cpu)
+    assert rates(parent) == [0.1]
+    assert all(type(d) is torch.nn.Dropout for m in parent.modules()
+               if isinstance(getattr(m, "lora_dropout", None), torch.nn.ModuleDict)
+               for d in m.lora_dropout.values())
+    parent.save_pretrained(tmp_path / "adapter")
+    child = load_model(base, StageConfig(name="c", qlora=False, lora_dropout=0.05), cpu,
+                       parent_adapter=tmp_path / "adapter")
+    assert rates(child) == [0.05]
+    assert sum(p.requires_grad for p in child.parameters()) == 2 * 2 * 7  # A and B, trainable
 
 
-def test_fast_dropout_gradient_is_the_mask():
-    from memworker.train.model import FastDropout
+def test_shared_prefix_path_refuses_an_untested_transformers(monkeypatch):
+    import transformers
 
-    torch.manual_seed(1)
-    x = torch.randn(64, 32, requires_grad=True)
-    y = FastDropout(0.25)(x)
-    y.backward(torch.ones_like(y))
-    torch.testing.assert_close(x.grad, (y != 0).float() / 0.75)
+    from memworker.train.config import StageConfig
+    from memworker.train.loop import RunError, check_share_prefix_support
+
+    check_share_prefix_support(StageConfig(name="t", batch_size=4))  # the installed, pinned one
+    monkeypatch.setattr(transformers, "__version__", "5.99.0")
+    with pytest.raises(RunError, match="tested with transformers 5.24.x, this is 5.99.0"):
+        check_share_prefix_support(StageConfig(name="t", batch_size=4))
+    check_share_prefix_support(StageConfig(name="t", batch_size=4, share_prefix=False))
+    check_share_prefix_support(StageConfig(name="t", batch_size=1))  # no batch, no sharing

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from memworker.train import report
+from tests.helpers import NOT_APPLICABLE
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -57,7 +58,8 @@ def test_outside_a_repository_the_state_is_unknown(tmp_path: Path) -> None:
     assert state["commit"] is None and state["dirty"] is None
 
 
-@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux /proc only")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
+                    reason=NOT_APPLICABLE + "Linux /proc only")
 def test_peak_memory_window_restarts_per_stage() -> None:
     code = (
         "from memworker.train import report\n"

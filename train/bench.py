@@ -13,7 +13,7 @@ so lengths, task mix and answer masks are the real ones and equal across configu
 reference). Each configuration runs in a fresh process, so its peak RSS is its own. Effective FLOP/s = 4 × parameters × tokens/s
 (forward 2N, backward to the activations 2N; the frozen base needs no weight gradients), so a
 configuration that skips work (answer-only logits) shows as more effective FLOP/s. Thread trap:
-run it with OMP_WAIT_POLICY=PASSIVE on a shared machine (train/run.py sets it by default).
+run it with OMP_WAIT_POLICY=PASSIVE on a shared machine (importing memworker sets it by default).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import memworker
+
+# importing memworker set the OpenMP wait policy; torch's OpenMP reads it when torch loads
+assert "OMP_WAIT_POLICY" in os.environ, memworker.__file__
 
 import torch  # noqa: E402
 
@@ -45,7 +48,6 @@ class Setup:
     max_tokens: int = 0
     share_prefix: bool = False
     logits_only: bool = False
-    fast_dropout: bool = False
     qlora: bool = False
     bf16: bool = False
 
@@ -61,22 +63,16 @@ CONFIGS = {
                        batch=4, logits_only=True, share_prefix=True),
     "shared-b8": Setup("the same with batches of 8 (no token bound: up to ~22 GB)", batch=8,
                        logits_only=True, share_prefix=True),
-    "fast-dropout": Setup("shared-b4 + LoRA dropout masks from torch.randint (train/run.py on "
-                          "CPU)", batch=4, logits_only=True, share_prefix=True,
-                          fast_dropout=True),
     "cpu-profile": Setup("what `--profile cpu` trains with: up to 16 rows of one task, at most "
                          "2560 padded tokens per batch (bounded memory), all of the above",
-                         batch=16, max_tokens=2560, logits_only=True, share_prefix=True,
-                         fast_dropout=True),
+                         batch=16, max_tokens=2560, logits_only=True, share_prefix=True),
     "qlora": Setup("cpu-profile with the NF4 QLoRA base instead of fp32", batch=16,
-                   max_tokens=2560, logits_only=True, share_prefix=True, fast_dropout=True,
-                   qlora=True),
+                   max_tokens=2560, logits_only=True, share_prefix=True, qlora=True),
     "bf16": Setup("cpu-profile under bf16 autocast (fast only with native CPU bf16)", batch=16,
-                  max_tokens=2560, logits_only=True, share_prefix=True, fast_dropout=True,
-                  bf16=True),
+                  max_tokens=2560, logits_only=True, share_prefix=True, bf16=True),
 }
-DEFAULT = ("baseline-512", "baseline", "logits-only", "grouped-b4", "shared-b4", "fast-dropout",
-           "cpu-profile", "qlora")
+DEFAULT = ("baseline-512", "baseline", "logits-only", "grouped-b4", "shared-b4", "cpu-profile",
+           "qlora")
 
 
 def matmul_ceiling(dtype: torch.dtype, seconds: float = 1.5) -> float:
@@ -94,12 +90,10 @@ def matmul_ceiling(dtype: torch.dtype, seconds: float = 1.5) -> float:
 def load(base, setup: Setup, threads: int):
     """The model exactly as train/run.py builds it (memworker.train.model.load_model)."""
     from memworker.train.config import StageConfig
-    from memworker.train.model import Device, count_params, load_model, set_lora_dropout
+    from memworker.train.model import Device, count_params, load_model
 
     cfg = StageConfig(name="bench", qlora=setup.qlora)
     model = load_model(base, cfg, Device("cpu", setup.bf16, threads, 0, 1))
-    if not setup.fast_dropout:
-        set_lora_dropout(model, cfg.lora_dropout)  # back to torch's nn.Dropout
     model.train()
     return model, count_params(model)["total"]
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import jsonschema
 
+from memworker import temporal
+
 TASKS = ("extract", "consolidate", "reflect")
 
 #: task -> (input schema name, canonical output schema name)
@@ -35,6 +37,14 @@ SCHEMA_NAMES = (
     "reflect_input",
     "reflect_output",
 )
+
+
+#: input contract -> its timestamp fields: (path, partial) with "*" for every item of a list;
+#: partial: a date at year/month/day precision is allowed too (a fact's valid_from)
+TIMESTAMP_FIELDS: dict[str, tuple[tuple[tuple[str, ...], bool], ...]] = {
+    "episode": ((("events", "*", "timestamp"), False), (("existing_facts", "*", "valid_from"), True)),
+    "reflect_input": ((("asked_at",), False), (("evidence", "*", "timestamp"), False)),
+}
 
 
 class ContractError(ValueError):
@@ -67,9 +77,43 @@ def _validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def errors(name: str, doc: Any) -> list[str]:
-    """Every violation of schema `name` by `doc`, as 'path: message' strings (empty when valid)."""
+    """Every violation of schema `name` by `doc`, as 'path: message' strings (empty when valid),
+    including timestamps that match the schema's pattern but are not real date-times
+    (`timestamp_errors`)."""
     found = sorted(_validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
+    out = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
+    flagged = {"/".join(map(str, e.absolute_path)) for e in found}
+    return out + [e for where, e in timestamp_errors(name, doc) if where not in flagged]
+
+
+def _values_at(doc: Any, path: tuple[str, ...], prefix: tuple[str, ...] = ()):
+    if not path:
+        yield "/".join(prefix), doc
+    elif path[0] == "*":
+        if isinstance(doc, list):
+            for i, item in enumerate(doc):
+                yield from _values_at(item, path[1:], (*prefix, str(i)))
+    elif isinstance(doc, dict) and path[0] in doc:
+        yield from _values_at(doc[path[0]], path[1:], (*prefix, path[0]))
+
+
+def timestamp_errors(name: str, doc: Any) -> list[tuple[str, str]]:
+    """(path, message) for every timestamp field of input contract `name` whose text is not a
+    real date-time with a UTC offset (`memworker.temporal.parse_timestamp`; a partial date for
+    valid_from), e.g. `2025-13-45T99:00:00Z` or `2024-02-30T10:00:00Z`."""
+    out = []
+    for path, partial in TIMESTAMP_FIELDS.get(name, ()):
+        for where, value in _values_at(doc, path):
+            if not isinstance(value, str):
+                continue  # the schema reports wrong types
+            try:
+                if partial:
+                    temporal.check_partial_date(value, where)
+                else:
+                    temporal.parse_timestamp(value, where)
+            except ValueError as exc:
+                out.append((where, str(exc)))
+    return out
 
 
 def validate(name: str, doc: Any) -> None:

@@ -39,6 +39,12 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def sha256_parts(*parts: object) -> bytes:
+    """Raw sha256 digest of the parts' text joined by U+001F: a stable identity for seeded random
+    streams and hash splits (never Python's salted hash())."""
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
+
+
 def sha256_json(obj: Any) -> str:
     """sha256 of a value's canonical JSON bytes (the hash of a row, a config, a receipt)."""
     return sha256_bytes(canonical_json(obj))

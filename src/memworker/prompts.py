@@ -14,13 +14,13 @@ every receipt records.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from memworker.contracts import TASKS, validate_input
+from memworker.hashing import sha256_bytes
 
 TEMPLATE_NAMES = ("SYSTEM", "EXTRACT", "CONSOLIDATE", "REFLECT")
 _TASK_LINE = "TASK: "
@@ -54,7 +54,7 @@ def template(name: str) -> str:
 
 def template_hashes() -> dict[str, str]:
     """sha256 (hex) of each template file's bytes, keyed SYSTEM/EXTRACT/CONSOLIDATE/REFLECT."""
-    return {name: hashlib.sha256(_template_bytes(name)).hexdigest() for name in TEMPLATE_NAMES}
+    return {name: sha256_bytes(_template_bytes(name)) for name in TEMPLATE_NAMES}
 
 
 def system_prompt() -> str:

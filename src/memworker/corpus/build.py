@@ -16,7 +16,6 @@ train prompt, exactly or after normalisation), choose the held-out rows, write a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sys
@@ -26,14 +25,14 @@ from statistics import mean
 from typing import Any
 
 from memworker import wire
-from memworker.corpus import audit as A
+from memworker.corpus import audit
 from memworker.corpus.behaviours import BEHAVIOURS
 from memworker.corpus.coding import CODING, POOLS_WITH_CODING
 from memworker.corpus.domains import GENERAL
 from memworker.corpus.episode import make_episode
 from memworker.corpus.pools import SPLITS, assign_family_splits, unit_hash
 from memworker.corpus.world import make_family
-from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
+from memworker.hashing import read_jsonl, sha256_bytes, sha256_file, sha256_json, write_jsonl
 from memworker.prompts import render, template_hashes
 
 GENERATOR_VERSION = "1.0.0"
@@ -96,7 +95,7 @@ def normalise_prompt(text: str) -> str:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_bytes(text.encode("utf-8"))
 
 
 def leakage(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -190,16 +189,110 @@ def wire_row(row: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------- build
 
+def build_args(out: str | Path | None = None, *, seed: int = 13, episodes: int | None = None,
+               domain: str = "general", count_tokens: bool = True) -> list[str]:
+    """The arguments of `python corpus/build.py` that build this corpus: the one builder behind
+    the manifest's rebuild_args, the rebuild hints and training's corpus stage. `out` None: no
+    --out; `episodes` None: the default count."""
+    args = ["--out", str(out)] if out is not None else []
+    args += ["--seed", str(seed)]
+    args += ["--episodes", str(episodes)] if episodes is not None else []
+    args += ["--domain", domain] if domain != "general" else []
+    return args + ([] if count_tokens else ["--no-tokens"])
+
+
+def build_command(out: str | Path, **kwargs: Any) -> str:
+    """The shell command that builds a corpus into `out` (for messages)."""
+    return " ".join(["python", "corpus/build.py", *build_args(out, **kwargs)])
+
+
 def rebuild_args(seed: int, episodes: int, domain: str, count_tokens: bool) -> str:
     """The build flags that reproduce a corpus (the output folder is not recorded, so that
     the same seed gives the same manifest wherever it is built)."""
-    return (f"--seed {seed} --episodes {episodes}"
-            + (f" --domain {domain}" if domain != "general" else "")
-            + ("" if count_tokens else " --no-tokens"))
+    return " ".join(build_args(seed=seed, episodes=episodes, domain=domain,
+                               count_tokens=count_tokens))
 
 
 def dump_manifest(manifest: dict[str, Any]) -> bytes:
     return (json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+
+
+def generate_rows(domain: str, seed: int, episodes: int,
+                  progress: bool = False) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(every generated row, {family id: split}) before any audit, repair or exclusion."""
+    families, family_splits, episode_plan = plan(domain, episodes)
+    fam_objs = {fid: make_family(fid, d, family_splits[fid], seed, POOLS_WITH_CODING)
+                for fid, d in families}
+    _log(progress, f"generating {len(episode_plan)} episodes from {len(families)} families")
+    rows: list[dict[str, Any]] = []
+    for eid, fid, slot in episode_plan:
+        rows += make_episode(fam_objs[fid], eid, seed, slot)
+    return rows, family_splits
+
+
+def audit_gate(rows: list[dict[str, Any]], family_splits: dict[str, str]
+               ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, str]]:
+    """(rows kept, the manifest's audit report, {excluded row id: first violation code}): a row
+    with violations is repaired from its truth when that makes it clean, else excluded."""
+    found = audit.audit_rows(rows, family_splits)
+    violations = Counter(v.code for vs in found.values() for v in vs)
+    excluded: dict[str, str] = {}
+    repaired = 0
+    kept = []
+    for r in rows:
+        if r["id"] not in found:
+            kept.append(r)
+            continue
+        fixed = audit.repair_from_truth(r)
+        if not audit.audit_rows([fixed], family_splits):
+            kept.append(fixed)
+            repaired += 1
+        else:
+            excluded[r["id"]] = found[r["id"]][0].code
+    report = {"rows_audited": len(rows), "rows_with_violations": len(found),
+              "violations_by_code": dict(sorted(violations.items())),
+              "repaired_from_truth": repaired, "rows_kept": len(kept)}
+    return kept, report, excluded
+
+
+def _count_tokens(rows: list[dict[str, Any]]
+                  ) -> tuple[dict[str, tuple[int, int]], dict[str, Any], dict[str, str]]:
+    """({row id: (prompt, total) tokens}, the manifest's token report without per-split stats,
+    {row id: "too_long"} for rows over the limit): counted with the embedded tokenizer."""
+    from memworker.corpus import tokens as corpus_tokens
+
+    counts = corpus_tokens.count([wire_row(r)["messages"] for r in rows])
+    per_row = {r["id"]: c for r, c in zip(rows, counts, strict=True)}
+    too_long = {rid: "too_long" for rid, (_, total) in sorted(per_row.items())
+                if total > corpus_tokens.MAX_TOKENS}
+    report = {"tokenizer": corpus_tokens.tokenizer_identity(),
+              "max_allowed": corpus_tokens.MAX_TOKENS,
+              "counted": "prompt = system + user in ChatML with the assistant header; "
+                         "total = system + user + assistant answer"}
+    return per_row, report, too_long
+
+
+def _token_stats(counts: list[tuple[int, int]]) -> dict[str, Any] | None:
+    if not counts:
+        return None
+    return {"mean_prompt": round(mean(p for p, _ in counts), 1),
+            "max_prompt": max(p for p, _ in counts),
+            "mean_total": round(mean(t for _, t in counts), 1),
+            "max_total": max(t for _, t in counts)}
+
+
+def _write_rows(out: Path, by_split: dict[str, list[dict[str, Any]]],
+                heldout: list[dict[str, Any]]) -> dict[str, str]:
+    """Write the canonical and wire files of every split and the held-out rows; {file: sha256}."""
+    (out / "canonical").mkdir(parents=True, exist_ok=True)
+    (out / "wire").mkdir(exist_ok=True)
+    files: dict[str, str] = {}
+    for s in SPLITS:
+        files[f"canonical/{s}.jsonl"] = write_jsonl(out / "canonical" / f"{s}.jsonl", by_split[s])
+        files[f"wire/{s}.jsonl"] = write_jsonl(out / "wire" / f"{s}.jsonl",
+                                               (wire_row(r) for r in by_split[s]))
+    files["heldout.jsonl"] = write_jsonl(out / "heldout.jsonl", heldout)
+    return files
 
 
 def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISODES,
@@ -209,13 +302,7 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
     """Generate, audit, check and freeze a corpus into `out`; return its manifest."""
     out = Path(out)
     doms = domains_for(domain)
-    families, family_splits, episode_plan = plan(domain, episodes)
-    fam_objs = {fid: make_family(fid, d, family_splits[fid], seed, POOLS_WITH_CODING)
-                for fid, d in families}
-    _log(progress, f"generating {len(episode_plan)} episodes from {len(families)} families")
-    rows: list[dict[str, Any]] = []
-    for eid, fid, slot in episode_plan:
-        rows += make_episode(fam_objs[fid], eid, seed, slot)
+    rows, family_splits = generate_rows(domain, seed, episodes, progress)
     generated = len(rows)
 
     teacher_report = None
@@ -227,40 +314,15 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
                                                progress=progress)
 
     _log(progress, f"auditing {len(rows)} rows")
-    audited = len(rows)
-    found = A.audit_rows(rows, family_splits)
-    violations = Counter(v.code for vs in found.values() for v in vs)
-    excluded: dict[str, str] = {}
-    repaired = 0
-    kept = []
-    for r in rows:
-        if r["id"] not in found:
-            kept.append(r)
-            continue
-        fixed = A.repair_from_truth(r)
-        if not A.audit_rows([fixed], family_splits):
-            kept.append(fixed)
-            repaired += 1
-        else:
-            excluded[r["id"]] = found[r["id"]][0].code
-    rows = kept
+    rows, audit_report, excluded = audit_gate(rows, family_splits)
 
     tokens: dict[str, Any] | None = None
     per_row_tokens: dict[str, tuple[int, int]] = {}
     if count_tokens:
-        from memworker.corpus import tokens as T
-
         _log(progress, f"counting tokens of {len(rows)} rows")
-        wires = [wire_row(r) for r in rows]
-        counts = T.count([w["messages"] for w in wires])
-        per_row_tokens = {r["id"]: c for r, c in zip(rows, counts, strict=True)}
-        too_long = {r["id"] for r, c in zip(rows, counts, strict=True) if c[1] > T.MAX_TOKENS}
-        for rid in sorted(too_long):
-            excluded[rid] = "too_long"
+        per_row_tokens, tokens, too_long = _count_tokens(rows)
+        excluded.update(too_long)
         rows = [r for r in rows if r["id"] not in too_long]
-        tokens = {"tokenizer": f"{T.GGUF_PACKAGE}/{T.GGUF_FILE}", "max_allowed": T.MAX_TOKENS,
-                  "counted": "prompt = system + user in ChatML with the assistant header; "
-                             "total = system + user + assistant answer"}
 
     leak_report, leaked = leakage(rows)
     excluded.update(leaked)
@@ -268,24 +330,10 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
 
     by_split = {s: [r for r in rows if r["split"] == s] for s in SPLITS}
     heldout = choose_heldout(by_split["test"], [d.key for d in doms])
-
     if tokens is not None:
-        for s in SPLITS:
-            c = [per_row_tokens[r["id"]] for r in by_split[s]]
-            tokens[s] = ({"mean_prompt": round(mean(p for p, _ in c), 1),
-                          "max_prompt": max(p for p, _ in c),
-                          "mean_total": round(mean(t for _, t in c), 1),
-                          "max_total": max(t for _, t in c)} if c else None)
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "canonical").mkdir(exist_ok=True)
-    (out / "wire").mkdir(exist_ok=True)
-    files: dict[str, str] = {}
-    for s in SPLITS:
-        files[f"canonical/{s}.jsonl"] = write_jsonl(out / "canonical" / f"{s}.jsonl", by_split[s])
-        files[f"wire/{s}.jsonl"] = write_jsonl(out / "wire" / f"{s}.jsonl",
-                                               (wire_row(r) for r in by_split[s]))
-    files["heldout.jsonl"] = write_jsonl(out / "heldout.jsonl", heldout)
+        tokens.update({s: _token_stats([per_row_tokens[r["id"]] for r in by_split[s]])
+                       for s in SPLITS})
+    files = _write_rows(out, by_split, heldout)
     # The plot is a view of the counts, not data: it is not hashed, because PNG bytes depend on
     # the matplotlib/FreeType build and the manifest must be identical on any machine.
     from memworker.corpus.plot import coverage_counts, coverage_png
@@ -309,10 +357,7 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         "files": dict(sorted(files.items())),
         "prompt_templates": template_hashes(),
         "leakage": leak_report,
-        "audit": {"rows_generated": generated, "rows_audited": audited,
-                  "rows_with_violations": len(found),
-                  "violations_by_code": dict(sorted(violations.items())),
-                  "repaired_from_truth": repaired, "rows_kept": len(rows)},
+        "audit": {"rows_generated": generated, **audit_report, "rows_kept": len(rows)},
         "exclusions": {"total": len(excluded),
                        "by_reason": dict(sorted(exclusion_reasons.items())),
                        "ids": dict(sorted(excluded.items()))},
@@ -330,8 +375,10 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
 # -------------------------------------------------------------------------------- verify
 
 def _rebuild_hint(root: Path, manifest: dict[str, Any] | None) -> str:
-    args = (manifest or {}).get("rebuild_args") or "--seed 13"
-    return f"rebuild with `python corpus/build.py --out {root} {args}`"
+    recorded = (manifest or {}).get("rebuild_args")
+    command = build_command(root) if not recorded else \
+        " ".join(["python", "corpus/build.py", "--out", str(root), recorded])
+    return f"rebuild with `{command}`"
 
 
 def verify_corpus(path: str | Path) -> dict[str, Any]:
@@ -387,7 +434,7 @@ def audit_corpus(path: str | Path) -> dict[str, Any]:
     rows = [r for s in SPLITS for r in read_jsonl(root / "canonical" / f"{s}.jsonl")]
     fams = list(manifest["families"])
     expected = assign_family_splits(fams, {f: f.rsplit("-", 1)[0] for f in fams})
-    problems = A.audit_rows(rows, expected)
+    problems = audit.audit_rows(rows, expected)
     codes = Counter(v.code for vs in problems.values() for v in vs)
     examples: dict[str, str] = {}
     for rid, vs in problems.items():
@@ -400,6 +447,6 @@ def audit_corpus(path: str | Path) -> dict[str, Any]:
                   and [r["id"] for r in heldout] == manifest["heldout"]["ids"])
     split_ok = expected == manifest["families"]
     return {"rows": len(rows), "rows_with_violations": len(problems),
-            "violations": {c: codes[c] for c in A.CODES if codes[c]},
+            "violations": {c: codes[c] for c in audit.CODES if codes[c]},
             "examples": examples, "heldout_ok": heldout_ok, "family_split_ok": split_ok,
             "exclusions_at_build": manifest["exclusions"]["by_reason"]}

@@ -14,6 +14,7 @@ from memworker.corpus.build import (
     verify_corpus,
 )
 from memworker.corpus.natural import NaturalSetError, audit_natural, build_natural
+from memworker.corpus.teacher import TeacherError
 
 NATURAL_GENERATOR = "memworker.corpus.natural"
 
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--teacher",
         metavar="URL",
-        help="OpenAI-compatible endpoint that paraphrases events (optional)",
+        help="base URL of an OpenAI-compatible server that paraphrases events, ending in /v1 "
+        "(e.g. http://127.0.0.1:8000/v1; optional; unreachable or failing: the build fails)",
     )
     p.add_argument("--teacher-model", metavar="NAME", help="model name sent to the teacher")
     p.add_argument(
@@ -134,17 +136,21 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --teacher needs --teacher-model", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    m = build_corpus(
-        args.out,
-        seed=args.seed,
-        episodes=args.episodes,
-        domain=args.domain,
-        count_tokens=not args.no_tokens,
-        teacher=args.teacher,
-        teacher_model=args.teacher_model,
-        teacher_max_rows=args.teacher_max_rows,
-        progress=not args.quiet,
-    )
+    try:
+        m = build_corpus(
+            args.out,
+            seed=args.seed,
+            episodes=args.episodes,
+            domain=args.domain,
+            count_tokens=not args.no_tokens,
+            teacher=args.teacher,
+            teacher_model=args.teacher_model,
+            teacher_max_rows=args.teacher_max_rows,
+            progress=not args.quiet,
+        )
+    except TeacherError as exc:
+        print(f"error: {exc}; nothing was written", file=sys.stderr)
+        return 1
     took = time.perf_counter() - start
     parts = []
     for s in ("train", "val", "test"):

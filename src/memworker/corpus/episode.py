@@ -10,10 +10,11 @@ fragment landed in and what its (possibly typo'd) sentence reads.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from memworker.corpus import behaviours as B
+from memworker.corpus import behaviours
 from memworker.corpus.world import (
     DAY_SPAN,
     FIRST_DAY,
@@ -58,7 +59,7 @@ def est_tokens(text: str, overhead: int = 22) -> int:
     return overhead + len(text) * 10 // 29 + dense * 2 // 5
 
 
-def est_claim_tokens(c: B.Claim) -> int:
+def est_claim_tokens(c: behaviours.Claim) -> int:
     size = len(c.statement) + len(c.subject) + len(c.value or "") + 190
     size += sum(len(f.sents[i]) + 20 for f, i in c.sources)
     return size * 10 // 28
@@ -70,7 +71,7 @@ _HELLO_REPLY = ("Hi! What's up?", "Hello! How can I help?", "Hey, good to hear f
 
 
 def _weights(domain_key: str) -> dict[str, float]:
-    w = {b: 1.0 for b in B.EXTRACT_BEHAVIOURS if b not in B.CODING_ONLY}
+    w = {b: 1.0 for b in behaviours.EXTRACT_BEHAVIOURS if b not in behaviours.CODING_ONLY}
     if domain_key == "coding":
         w["tool_confirmed"] = 1.6
     return w
@@ -93,8 +94,8 @@ def _choose(rng, weights: dict[str, float], k: int) -> list[str]:
     return picked
 
 
-def _build(ctx: Ctx, name: str, session: int, claimless: bool) -> B.Unit | None:
-    builder = B.CLAIMLESS[name] if claimless else B.BUILDERS[name]
+def _build(ctx: Ctx, name: str, session: int, claimless: bool) -> behaviours.Unit | None:
+    builder = behaviours.CLAIMLESS[name] if claimless else behaviours.BUILDERS[name]
     for _ in range(4):
         try:
             return builder(ctx, session)
@@ -105,7 +106,7 @@ def _build(ctx: Ctx, name: str, session: int, claimless: bool) -> B.Unit | None:
 
 # ------------------------------------------------------------------------------ background
 
-def _background(ctx: Ctx, n: int) -> list[tuple[B.Existing, B.Question]]:
+def _background(ctx: Ctx, n: int) -> list[tuple[behaviours.Existing, behaviours.Question]]:
     """Unrelated true facts the store holds (consolidate distractors, reflect evidence), each
     with a question it answers."""
     out = []
@@ -121,14 +122,14 @@ def _background(ctx: Ctx, n: int) -> list[tuple[B.Existing, B.Question]]:
             (value,) = ctx.value(attr.pool)
         except LookupError:
             continue
-        fact = B._existing(ctx, attr, person, value)
+        fact = behaviours._existing(ctx, attr, person, value)
         name = "the user" if person is USER else person.canon
-        out.append((fact, B.Question(attr.ask.format_map({"N": name}), fact.statement,
+        out.append((fact, behaviours.Question(attr.ask.format_map({"N": name}), fact.statement,
                                      [fact.key], "", fact.subject, attr.pred, value)))
     return out
 
 
-def _pair(ctx: Ctx) -> tuple[list[B.Existing], str, str] | None:
+def _pair(ctx: Ctx) -> tuple[list[behaviours.Existing], str, str] | None:
     pairs = list(ctx.domain.pairs)
     ctx.rng.shuffle(pairs)
     for pair in pairs:
@@ -142,7 +143,7 @@ def _pair(ctx: Ctx) -> tuple[list[B.Existing], str, str] | None:
         name = "The user" if person is USER else person.canon
         facts = []
         for text, pred in ((pair.a, "pair_a"), (pair.b, "pair_b")):
-            facts.append(B.Existing(ctx.key("X"), text.format_map({"N": name}),
+            facts.append(behaviours.Existing(ctx.key("X"), text.format_map({"N": name}),
                                     ctx.valid_from(), person.canon, pred, None))
         return facts, pair.obs.format_map({"N": name}), person.canon
     return None
@@ -189,18 +190,19 @@ class _Layout:
                 self.emit("assistant", ack, gap=(0, 2))
         else:
             tool = self.ctx.rng.choice(dom.tools)
-            lines = [B.noise_line(self.ctx, tool) for _ in range(self.ctx.rng.randrange(1, 4))]
+            lines = [behaviours.noise_line(self.ctx, tool)
+                     for _ in range(self.ctx.rng.randrange(1, 4))]
             if self.room("\n".join(lines), reserve):
                 self.emit("tool", "\n".join(lines), trusted=False, gap=(0, 3))
             elif required:
                 self.emit("assistant", ack, gap=(0, 2))
 
 
-def _frag_text(frag: B.Frag) -> str:
+def _frag_text(frag: behaviours.Frag) -> str:
     return "\n".join(frag.sents) if frag.lines else " ".join(frag.sents)
 
 
-def _layout(ctx: Ctx, units: list[B.Unit], n_sessions: int, budget: int
+def _layout(ctx: Ctx, units: list[behaviours.Unit], n_sessions: int, budget: int
             ) -> list[dict[str, Any]]:
     fam, rng = ctx.family, ctx.rng
     lay = _Layout(ctx, fam.offset, budget)
@@ -251,11 +253,11 @@ def _layout(ctx: Ctx, units: list[B.Unit], n_sessions: int, budget: int
 
 # ------------------------------------------------------------------------------------ rows
 
-def _quote(frag: B.Frag, idx: int) -> str:
+def _quote(frag: behaviours.Frag, idx: int) -> str:
     return frag.sents[frag.lead + idx]
 
 
-def _claim_doc(c: B.Claim, ids: dict[str, str]) -> dict[str, Any]:
+def _claim_doc(c: behaviours.Claim, ids: dict[str, str]) -> dict[str, Any]:
     return {
         "source_indices": [f.event for f, _ in c.sources],
         "quotes": [_quote(f, i) for f, i in c.sources],
@@ -275,29 +277,74 @@ def _claim_doc(c: B.Claim, ids: dict[str, str]) -> dict[str, Any]:
 
 def _ordered_behaviours(names) -> list[str]:
     present = set(names)
-    return [b for b in B.BEHAVIOURS if b in present]
+    return [b for b in behaviours.BEHAVIOURS if b in present]
 
 
 def _noon(day: str, offset: str) -> str:
     return f"{day}T12:00:00{offset}"
 
 
+@dataclass
+class _Episode:
+    """What one episode's three rows are built from (in generation order)."""
+
+    ctx: Ctx
+    episode_id: str
+    slot: int
+    base: dict[str, Any]  # the fields every row of the episode shares
+    units: list[behaviours.Unit]
+    claims: list[behaviours.Claim]  # in order of their first source event
+    existing: list[behaviours.Existing]  # facts the store holds (extract input)
+    background: list[behaviours.Existing]
+    background_qs: list[tuple[behaviours.Existing, Any]]
+    pair: Any  # (facts, observation, subject) of a supported observation, or None
+    events: list[dict[str, Any]]
+
+
 def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
                  ) -> list[dict[str, Any]]:
     """The rows (extract, consolidate, reflect) of one episode of `family`. `slot` (the
     episode's number within its domain) spreads empty extractions and insufficient
-    reflections evenly."""
+    reflections evenly. The random draws happen in a fixed order (the same seed gives the same
+    bytes): units, background, observation pair, stored facts, layout, then each row."""
     rng = rng_for("episode", seed, episode_id)
     day0 = FIRST_DAY + timedelta(days=rng.randrange(DAY_SPAN))
     two_sessions = rng.random() < 0.3
     days: list[date] = [day0, day0 + timedelta(days=rng.randrange(1, 15))]
     ctx = Ctx(rng, family, days)
-    domain = family.domain
+    units, n_sessions = _plan_units(ctx, scheduled(slot, _GOLDEN, P_EMPTY), two_sessions)
+    background_qs = _background(ctx, rng.randrange(2, 5))
+    background = [fact for fact, _ in background_qs]
+    pair = _pair(ctx) if rng.random() < P_OBSERVATION else None
 
-    empty = scheduled(slot, _GOLDEN, P_EMPTY)
-    units: list[B.Unit] = []
+    existing = [x for u in units for x in u.existing] + background[: rng.randrange(0, 3)]
+    rng.shuffle(existing)
+    budget = (TOKEN_BUDGET - BASE_TOKENS - sum(est_claim_tokens(c) for u in units
+                                                 for c in u.claims)
+              - sum(est_tokens(x.statement, 10) for x in existing))
+    claims = [c for u in units for c in u.claims]
+    claims = [c for _, _, c in sorted((min(f.event for f, _ in c.sources), i, c)
+                                      for i, c in enumerate(claims))]
+    episode = _Episode(
+        ctx=ctx, episode_id=episode_id, slot=slot,
+        base={"split": family.split, "domain": family.domain.key, "family": family.id,
+              "episode": episode_id},
+        units=units, claims=claims, existing=existing, background=background,
+        background_qs=background_qs, pair=pair, events=_layout(ctx, units, n_sessions, budget))
+    extract_row = _extract_row(episode)
+    consolidate_row = _consolidate_row(episode)
+    reflect_row = _reflect_row(episode, extract_row["truth"]["facts"])
+    return [extract_row, consolidate_row, reflect_row]
+
+
+def _plan_units(ctx: Ctx, empty: bool, two_sessions: bool
+                ) -> tuple[list[behaviours.Unit], int]:
+    """(behaviour units of the episode, number of sessions). An empty episode gets claimless
+    units (or chit-chat); otherwise at least one unit carries a claim."""
+    rng, domain = ctx.rng, ctx.family.domain
+    units: list[behaviours.Unit] = []
     if empty:
-        names = _choose(rng, {k: 1.0 for k in B.CLAIMLESS}, rng.choice((0, 1, 1, 2)))
+        names = _choose(rng, {k: 1.0 for k in behaviours.CLAIMLESS}, rng.choice((0, 1, 1, 2)))
     else:
         names = _choose(rng, _weights(domain.key), rng.choices((1, 2, 3), (0.3, 0.45, 0.25))[0])
     while sum(CLAIM_WEIGHT.get(n, 1.0) for n in names) > MAX_CLAIMS:
@@ -316,31 +363,22 @@ def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
                 break
     if empty and rng.random() < 0.5 and domain.chitchat:
         q, a = rng.choice(domain.chitchat)
-        units.append(B.Unit("", [B.Frag("user", [q], session=0),
-                                 B.Frag("assistant", [a], session=0, fill=False)]))
+        units.append(behaviours.Unit("", [behaviours.Frag("user", [q], session=0),
+                                          behaviours.Frag("assistant", [a], session=0,
+                                                          fill=False)]))
     if not units:
-        units.append(B.Unit("", [B.Frag("user", [rng.choice(domain.smalltalk)], session=0)]))
-    background_qs = _background(ctx, rng.randrange(2, 5))
-    background = [fact for fact, _ in background_qs]
-    pair = _pair(ctx) if rng.random() < P_OBSERVATION else None
+        units.append(behaviours.Unit("", [behaviours.Frag("user", [rng.choice(domain.smalltalk)],
+                                                          session=0)]))
+    return units, n_sessions
 
-    existing = [x for u in units for x in u.existing] + background[: rng.randrange(0, 3)]
-    rng.shuffle(existing)
-    budget = (TOKEN_BUDGET - BASE_TOKENS - sum(est_claim_tokens(c) for u in units
-                                                 for c in u.claims)
-              - sum(est_tokens(x.statement, 10) for x in existing))
-    events = _layout(ctx, units, n_sessions, budget)
-    offset = family.offset
-    ts_offset = "+00:00" if offset == "Z" else offset
 
-    # --- extract ---------------------------------------------------------------------------
-    ids = {x.key: f"F{i + 1}" for i, x in enumerate(existing)}
-    claims = [c for u in units for c in u.claims]
-    claims = [c for _, _, c in sorted((min(f.event for f, _ in c.sources), i, c)
-                                      for i, c in enumerate(claims))]
-    gold_claims = [_claim_doc(c, ids) for c in claims]
+def _extract_row(ep: _Episode) -> dict[str, Any]:
+    """The extract row: the events and stored facts in, the claims out, the world state's facts
+    (current, noted, stored) as truth."""
+    ids = {x.key: f"F{i + 1}" for i, x in enumerate(ep.existing)}
+    gold_claims = [_claim_doc(c, ids) for c in ep.claims]
     facts_truth = []
-    for c, doc in zip(claims, gold_claims, strict=True):
+    for c, doc in zip(ep.claims, gold_claims, strict=True):
         entry = {"status": "current", "required": True, "behaviour": c.behaviour, **{
             k: doc[k] for k in ("predicate", "value", "statement", "kind", "time_expression",
                                 "date", "date_precision", "is_correction", "supersedes",
@@ -351,83 +389,95 @@ def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
         if c.exception:
             entry["exception"] = c.exception
         facts_truth.append(entry)
-    for u in units:
+    for u in ep.units:
         for note in u.notes:
             facts_truth.append({**note, "required": False})
-    for x in existing:
+    for x in ep.existing:
         facts_truth.append({"status": x.status if x.status != "current" else "stored",
                             "required": False, "fact_id": ids[x.key], "subject": x.subject,
                             "predicate": x.predicate, "value": x.value})
-    extract_behaviours = [u.behaviour for u in units if u.behaviour]
-    if any(c.when for c in claims):
+    extract_behaviours = [u.behaviour for u in ep.units if u.behaviour]
+    if any(c.when for c in ep.claims):
         extract_behaviours.append("relative_date")
-    base = {"split": family.split, "domain": domain.key, "family": family.id,
-            "episode": episode_id}
-    extract_row = {
-        **base, "id": f"{episode_id}-extract", "task": "extract",
+    return {
+        **ep.base, "id": f"{ep.episode_id}-extract", "task": "extract",
         "behaviours": _ordered_behaviours(extract_behaviours),
-        "input": {"episode_id": episode_id, "events": events,
+        "input": {"episode_id": ep.episode_id, "events": ep.events,
                   "existing_facts": [{"id": ids[x.key], "statement": x.statement,
-                                      "valid_from": x.valid_from} for x in existing]},
+                                      "valid_from": x.valid_from} for x in ep.existing]},
         "gold": {"claims": gold_claims},
         "truth": {"facts": facts_truth,
-                  "forbidden": [{"reason": r, "text": t} for u in units for r, t in u.forbidden],
+                  "forbidden": [{"reason": r, "text": t} for u in ep.units
+                                for r, t in u.forbidden],
                   "empty": not gold_claims},
     }
 
-    # --- consolidate -----------------------------------------------------------------------
-    stored = [x for x in existing if x.status == "current"] + [
-        x for x in background if x not in existing]
+
+def _consolidate_row(ep: _Episode) -> dict[str, Any]:
+    """The consolidate row: stored, new and paired facts in; the supported observation (if the
+    episode has a pair) out."""
+    stored = [x for x in ep.existing if x.status == "current"] + [
+        x for x in ep.background if x not in ep.existing]
     pool_facts: list[tuple[str, str]] = [(x.key, x.statement) for x in stored]
-    pool_facts += [(c.key, c.statement) for c in claims if c.kind not in ("retraction", "belief")]
-    if pair is not None:
-        pool_facts += [(x.key, x.statement) for x in pair[0]]
-    rng.shuffle(pool_facts)
+    pool_facts += [(c.key, c.statement) for c in ep.claims
+                   if c.kind not in ("retraction", "belief")]
+    if ep.pair is not None:
+        pool_facts += [(x.key, x.statement) for x in ep.pair[0]]
+    ep.ctx.rng.shuffle(pool_facts)
     cids = {k: f"F{i + 1}" for i, (k, _) in enumerate(pool_facts)}
     observations, cons_truth = [], []
-    if pair is not None:
-        supports = sorted((cids[x.key] for x in pair[0]), key=lambda s: int(s[1:]))
-        observations.append({"statement": pair[1], "supports": supports})
-        cons_truth.append({"supports": supports, "subject": pair[2], "statement": pair[1]})
-    consolidate_row = {
-        **base, "id": f"{episode_id}-consolidate", "task": "consolidate",
+    if ep.pair is not None:
+        supports = sorted((cids[x.key] for x in ep.pair[0]), key=lambda s: int(s[1:]))
+        observations.append({"statement": ep.pair[1], "supports": supports})
+        cons_truth.append({"supports": supports, "subject": ep.pair[2], "statement": ep.pair[1]})
+    return {
+        **ep.base, "id": f"{ep.episode_id}-consolidate", "task": "consolidate",
         "behaviours": ["consolidation"] if observations else [],
         "input": {"facts": [{"id": cids[k], "statement": s} for k, s in pool_facts]},
         "gold": {"observations": observations},
         "truth": {"observations": cons_truth},
     }
 
-    # --- reflect ---------------------------------------------------------------------------
-    last = datetime.fromisoformat(events[-1]["timestamp"].replace("Z", "+00:00"))
+
+def _evidence_items(ep: _Episode, ts_offset: str) -> dict[str, tuple[str, str]]:
+    """{key: (timestamp, text)} of everything a reflect row may show as evidence."""
+    items: dict[str, tuple[str, str]] = {}
+    for x in ep.existing + ep.background:
+        items[x.key] = (_noon(x.valid_from, ts_offset), x.statement)
+    for c in ep.claims:
+        ev = ep.events[max(f.event for f, _ in c.sources)]
+        items[c.key] = (ev["timestamp"], c.evidence_text())
+    for key, text, frag in (e for u in ep.units for e in u.evidence):
+        items[key] = (ep.events[frag.event]["timestamp"], text[:600])
+    return items
+
+
+def _reflect_row(ep: _Episode, facts_truth: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reflect row: a question about the episode (or one no evidence answers), the evidence
+    that answers it plus any injected text and distractors, the cited ids as gold."""
+    rng, offset = ep.ctx.rng, ep.ctx.family.offset
+    last = datetime.fromisoformat(ep.events[-1]["timestamp"].replace("Z", "+00:00"))
     asked = last + timedelta(days=rng.randrange(0, 4), minutes=rng.randrange(5, 600))
     asked_at = asked.strftime("%Y-%m-%dT%H:%M:%S") + offset
-    items: dict[str, tuple[str, str]] = {}  # key -> (timestamp, text)
-    for x in existing + background:
-        items[x.key] = (_noon(x.valid_from, ts_offset), x.statement)
-    for c in claims:
-        ev = events[max(f.event for f, _ in c.sources)]
-        items[c.key] = (ev["timestamp"], c.evidence_text())
-    injected = [e for u in units for e in u.evidence]
-    for key, text, frag in injected:
-        items[key] = (events[frag.event]["timestamp"], text[:600])
-    questions = [q for u in units for q in u.questions]
+    items = _evidence_items(ep, "+00:00" if offset == "Z" else offset)
+    questions = [q for u in ep.units for q in u.questions]
     known = {(t["subject"], t["predicate"]) for t in facts_truth} | {
-        (x.subject, x.predicate) for x in background}
-    insufficient = scheduled(slot, _SQRT2, P_INSUFFICIENT)
+        (x.subject, x.predicate) for x in ep.background}
+    insufficient = scheduled(ep.slot, _SQRT2, P_INSUFFICIENT)
     if not questions:  # nothing asked about this episode's events: ask about a stored fact
-        questions = [q for _, q in background_qs]
+        questions = [q for _, q in ep.background_qs]
     question = rng.choice(questions) if questions and not insufficient else None
     refl_behaviours: list[str] = []
     if question is None:
         insufficient = True
-        q_text, answer, missing = _unanswerable(ctx, known, claims, background)
+        q_text, answer, missing = _unanswerable(ep.ctx, known, ep.claims, ep.background)
         required: list[str] = []
         r_truth = {"answerable": False, **missing, "stale": [], "expected_answer": answer}
         refl_behaviours.append("insufficient_evidence")
     else:
         q_text, answer = question.text, question.answer
         required = list(question.support)
-        for x in existing:  # the superseded/retracted fact is part of the picture
+        for x in ep.existing:  # the superseded/retracted fact is part of the picture
             if (x.status != "current" and x.subject == question.subject
                     and x.predicate == question.predicate):
                 required.append(x.key)
@@ -439,7 +489,7 @@ def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
     chosen = [k for k in required if k in items]
     others = [k for k in items if k not in chosen]
     rng.shuffle(others)
-    inj_keys = [k for k, _, _ in injected]
+    inj_keys = [k for u in ep.units for k, _, _ in u.evidence]
     chosen += [k for k in others if k in inj_keys]
     chosen += [k for k in others if k not in inj_keys][: max(0, MAX_EVIDENCE - len(chosen))]
     rng.shuffle(chosen)
@@ -450,9 +500,9 @@ def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
         (eids[k] for k in question.support), key=lambda s: int(s[1:]))
     r_truth["gold_citations"] = citations
     r_truth["injected_evidence"] = [eids[k] for k in inj_keys if k in eids]
-    r_truth["forbidden"] = [{"reason": r, "text": t} for u in units for r, t in u.forbidden]
-    reflect_row = {
-        **base, "id": f"{episode_id}-reflect", "task": "reflect",
+    r_truth["forbidden"] = [{"reason": r, "text": t} for u in ep.units for r, t in u.forbidden]
+    return {
+        **ep.base, "id": f"{ep.episode_id}-reflect", "task": "reflect",
         "behaviours": _ordered_behaviours(refl_behaviours),
         "input": {"question": q_text, "asked_at": asked_at,
                   "evidence": [{"id": eids[k], "timestamp": items[k][0], "text": items[k][1]}
@@ -460,11 +510,10 @@ def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
         "gold": {"answer": answer, "citations": citations, "insufficient_evidence": insufficient},
         "truth": r_truth,
     }
-    return [extract_row, consolidate_row, reflect_row]
 
 
-def _unanswerable(ctx: Ctx, known: set[tuple[str, str]], claims: list[B.Claim],
-                  background: list[B.Existing]) -> tuple[str, str, dict[str, Any]]:
+def _unanswerable(ctx: Ctx, known: set[tuple[str, str]], claims: list[behaviours.Claim],
+                  background: list[behaviours.Existing]) -> tuple[str, str, dict[str, Any]]:
     """A question about a subject of this episode whose answer no evidence holds."""
     mentioned = {c.subject for c in claims} | {x.subject for x in background}
     people: list[Person] = [USER] + [p for p in ctx.family.cast if p.canon in mentioned]

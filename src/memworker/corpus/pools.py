@@ -8,8 +8,9 @@ expressions ("April", "June").
 
 from __future__ import annotations
 
-import hashlib
 from functools import cache
+
+from memworker.hashing import sha256_parts
 
 SPLITS = ("train", "val", "test")
 SPLIT_SHARES = {"train": 0.70, "val": 0.15, "test": 0.15}
@@ -54,8 +55,7 @@ PETS = (
 
 def unit_hash(*parts: str) -> float:
     """A number in [0, 1) from sha256 of the parts (stable across machines and runs)."""
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return int.from_bytes(sha256_parts(*parts)[:8], "big") / 2**64
 
 
 def split_of_name(name: str) -> str:

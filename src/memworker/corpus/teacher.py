@@ -1,5 +1,13 @@
 """Optional teacher: paraphrase the user's events of extract rows through an OpenAI-compatible
-endpoint (plain urllib POST to /v1/chat/completions; e.g. `python -m llama_cpp.server`).
+endpoint (e.g. `python -m llama_cpp.server`), through the one OpenAI-compatible client,
+`memworker.inference.backends.OpenAICompatBackend`: the URL is its base URL ending in /v1, and
+the answer is constrained by our own GBNF grammar (never `response_format`, whose server-side
+conversion lets control characters into strings).
+
+A teacher that cannot be reached, or whose request fails, is a build error (`TeacherError`): a
+corpus never silently falls back to the world-state rendering. The manifest's teacher report
+records the URL, the model name sent, the model ids the server says it serves, and the settings
+(temperature, seed, max_tokens, sha256 of the system prompt and of the grammar's JSON schema).
 
 The teacher only rewords; labels still come from the world state. A paraphrased event is kept
 only if it still contains, as quotable spans, every gold quote taken from it, keeps every time
@@ -14,13 +22,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-import urllib.error
-import urllib.request
 from collections import Counter
 from typing import Any
 
 from memworker import temporal
 from memworker.corpus.audit import audit_row
+from memworker.hashing import sha256_bytes, sha256_json
+from memworker.inference.backends import BackendError, OpenAICompatBackend, served_models
+from memworker.inference.grammar import schema_to_gbnf
 from memworker.safety import contains_credential, is_memory_control
 from memworker.spans import candidate_spans
 
@@ -32,47 +41,40 @@ _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'-]*")
 _NUMBER = re.compile(r"\d+")
 
 
+MAX_TOKENS = 600
+TIMEOUT_S = 120.0
+
+
 class TeacherError(RuntimeError):
-    """The teacher endpoint could not be reached or answered something unusable."""
+    """The teacher endpoint could not be reached or its request failed (a build error)."""
 
 
-def chat(
-    url: str,
-    model: str,
-    messages: list[dict[str, str]],
-    schema: dict[str, Any],
-    seed: int,
-    timeout: float = 120.0,
-    max_tokens: int = 600,
-) -> str:
-    """One chat completion (temperature 0, fixed seed, JSON constrained by `schema`)."""
-    body = {
-        "model": model,
-        "messages": messages,
-        "temperature": 0,
-        "seed": seed,
-        "max_tokens": max_tokens,
-        "response_format": {"type": "json_object", "schema": schema},
+def answer_schema(n_texts: int) -> dict[str, Any]:
+    """The JSON schema (and so the grammar) of a teacher answer for `n_texts` messages."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["texts"],
+        "properties": {
+            "texts": {
+                "type": "array",
+                "minItems": n_texts,
+                "maxItems": n_texts,
+                "items": {"type": "string", "maxLength": 400},
+            }
+        },
     }
-    req = urllib.request.Request(
-        url.rstrip("/") + "/v1/chat/completions",
-        data=json.dumps(body).encode("utf-8"),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
+
+
+def chat(teacher: OpenAICompatBackend, messages: list[dict[str, str]], schema: dict[str, Any],
+         seed: int) -> str:
+    """One chat completion (temperature 0, fixed seed, constrained by `schema`'s grammar)."""
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            doc = json.loads(resp.read().decode("utf-8"))
-        return doc["choices"][0]["message"]["content"]
-    except (
-        urllib.error.URLError,
-        TimeoutError,
-        OSError,
-        KeyError,
-        IndexError,
-        json.JSONDecodeError,
-    ) as exc:
-        raise TeacherError(f"teacher at {url} failed: {exc}") from exc
+        gen = teacher.generate(messages, schema=schema, grammar=schema_to_gbnf(schema),
+                               max_tokens=MAX_TOKENS, temperature=0.0, seed=seed)
+    except BackendError as exc:
+        raise TeacherError(f"teacher failed: {exc}") from None
+    return gen.text
 
 
 def _words(text: str, pattern: re.Pattern[str]) -> set[str]:
@@ -103,7 +105,7 @@ def accept(old: str, new: str, keep: list[str], times: list[str]) -> str | None:
 
 
 def paraphrase_row(
-    row: dict[str, Any], url: str, model: str, seed: int
+    row: dict[str, Any], teacher: OpenAICompatBackend, seed: int
 ) -> tuple[dict[str, Any], Counter]:
     """The row with accepted paraphrases (or unchanged) and per-event outcome counts."""
     outcome: Counter = Counter()
@@ -146,24 +148,10 @@ def paraphrase_row(
         + "\n".join(lines)
         + f'\n\nAnswer with JSON: {{"texts": [{len(targets)} strings, in order]}}'
     )
-    schema = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["texts"],
-        "properties": {
-            "texts": {
-                "type": "array",
-                "minItems": len(targets),
-                "maxItems": len(targets),
-                "items": {"type": "string", "maxLength": 400},
-            }
-        },
-    }
     content = chat(
-        url,
-        model,
+        teacher,
         [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-        schema,
+        answer_schema(len(targets)),
         seed,
     )
     try:
@@ -196,24 +184,23 @@ def paraphrase_rows(
     progress: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Paraphrase extract rows in order (at most `max_rows`); a row whose paraphrase fails the
-    audit is restored from its world-state rendering. Returns (rows, report for the manifest)."""
+    audit is restored from its world-state rendering. Returns (rows, report for the manifest).
+    Raises TeacherError when the teacher cannot be reached or a request fails."""
+    teacher = OpenAICompatBackend(url, model=model, timeout=TIMEOUT_S)
+    try:
+        served = served_models(url)
+    except BackendError as exc:
+        raise TeacherError(f"teacher unreachable: {exc}") from None
     events: Counter = Counter()
     reverted: Counter = Counter()
-    sent = changed = errors = 0
+    sent = changed = 0
     out = []
     for row in rows:
         if row["task"] != "extract" or (max_rows is not None and sent >= max_rows):
             out.append(row)
             continue
         sent += 1
-        try:
-            new, outcome = paraphrase_row(row, url, model, seed)
-        except TeacherError as exc:
-            errors += 1
-            if errors == 1 and progress:
-                print(f"teacher: {exc}", file=sys.stderr)
-            out.append(row)
-            continue
+        new, outcome = paraphrase_row(row, teacher, seed)
         events.update(outcome)
         if new is row:
             out.append(row)
@@ -230,9 +217,12 @@ def paraphrase_rows(
     report = {
         "url": url,
         "model": model,
+        "served_models": served,
+        "settings": {"temperature": 0.0, "seed": seed, "max_tokens": MAX_TOKENS,
+                     "system_sha256": sha256_bytes(SYSTEM.encode("utf-8")),
+                     "answer_schema_sha256": sha256_json(answer_schema(0))},
         "rows_sent": sent,
         "rows_paraphrased": changed,
-        "request_errors": errors,
         "event_outcomes": dict(sorted(events.items())),
         "rows_restored_after_audit": dict(sorted(reverted.items())),
     }

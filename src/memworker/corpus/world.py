@@ -9,7 +9,6 @@ facts the store already has. Everything is drawn from a `random.Random` seeded b
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from datetime import date, datetime, timedelta
 
 from memworker.corpus.pools import names_for_split
 from memworker.corpus.spec import Attr, Domain
+from memworker.hashing import sha256_parts
 
 #: relations that fix a person's gender (so names and pronouns agree)
 GENDERED = {r: "f" for r in ("sister", "mom", "grandmother", "aunt", "niece", "daughter")}
@@ -28,8 +28,7 @@ DAY_SPAN = 1000  # episodes start between FIRST_DAY and FIRST_DAY + DAY_SPAN day
 
 def rng_for(*parts: object) -> random.Random:
     """A private random stream for the given identity (never Python's salted hash())."""
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
-    return random.Random(int.from_bytes(digest[:16], "big"))
+    return random.Random(int.from_bytes(sha256_parts(*parts)[:16], "big"))
 
 
 def article(value: str) -> str:

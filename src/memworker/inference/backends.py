@@ -17,14 +17,16 @@ codec turns "length" into a truncation error, so nothing here hides a cut-off an
   `prompt=to_chatml(messages)` (the exact training prompt; the Modelfile template is bypassed),
   `format=<schema>`, `think=False`, options temperature / seed / num_ctx / num_predict. Ollama has
   no GBNF parameter: it converts the schema itself, so the codec's validation matters there.
-- `OpenAICompatBackend`: `POST {base_url}/chat/completions` with urllib. With a grammar it sends
+- `OpenAICompatBackend`: `POST {base_url}/chat/completions` with urllib (`post_chat_completion`,
+  the one OpenAI-compatible client: the corpus teacher uses this backend too). `base_url` follows
+  the OpenAI convention and ends in `/v1` (e.g. `http://127.0.0.1:8000/v1`). With a grammar it sends
   `"grammar": <gbnf>` (llama_cpp.server and llama.cpp's llama-server accept it); without one,
   `response_format={"type": "json_object", "schema": <schema>}`. Never both: llama_cpp.server
   lets response_format override the grammar with its own (unsafe) conversion, and it rejects
   `{"type": "json_schema"}`.
 - `ReplayBackend`: returns given texts in order (re-decoding recorded outputs, tests).
 
-Threads: importing this module sets `OMP_WAIT_POLICY=PASSIVE` unless it is already set, before
+Threads: importing `memworker` sets `OMP_WAIT_POLICY=PASSIVE` unless it is already set, before
 llama.cpp's OpenMP runtime starts. With the default (spinning) policy, two llama.cpp threads on a
 two-core machine where another process holds a core ran ~25x slower (measured here).
 """
@@ -45,7 +47,6 @@ from memworker.inference.grammar import GrammarError
 from memworker.prompts import to_chatml
 
 Messages = list[dict[str, str]]
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @dataclass
@@ -205,6 +206,51 @@ class OllamaBackend:
 
 # --- OpenAI-compatible HTTP -----------------------------------------------------------------------
 
+def _request_json(req: urllib.request.Request, timeout: float) -> Any:
+    url = req.full_url
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")[:300]
+        raise BackendError(f"{url}: HTTP {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise BackendError(f"cannot reach {url}: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BackendError(f"{url}: the reply is not JSON") from None
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def post_chat_completion(base_url: str, body: dict[str, Any], *, api_key: str | None = None,
+                         timeout: float = 300.0) -> dict[str, Any]:
+    """`POST {base_url}/chat/completions` (base_url ends in /v1) -> the reply's JSON object;
+    BackendError naming the URL and what failed (HTTP status, unreachable, not JSON)."""
+    url = f"{base_url.rstrip('/')}/chat/completions"
+    req = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"),
+                                 headers=_headers(api_key), method="POST")
+    payload = _request_json(req, timeout)
+    if not isinstance(payload, dict):
+        raise BackendError(f"{url}: unexpected reply {str(payload)[:200]}")
+    return payload
+
+
+def served_models(base_url: str, *, api_key: str | None = None,
+                  timeout: float = 30.0) -> list[str]:
+    """`GET {base_url}/models` -> the ids of the models the server says it serves."""
+    url = f"{base_url.rstrip('/')}/models"
+    payload = _request_json(urllib.request.Request(url, headers=_headers(api_key)), timeout)
+    try:
+        return [str(m["id"]) for m in payload["data"]]
+    except (KeyError, TypeError):
+        raise BackendError(f"{url}: unexpected reply {str(payload)[:200]}") from None
+
+
 class OpenAICompatBackend:
     """Any OpenAI-compatible chat-completions endpoint (llama_cpp.server, llama-server, vLLM)."""
 
@@ -232,24 +278,11 @@ class OpenAICompatBackend:
                  seed: int = 0) -> Generation:
         body = self.request_body(messages, schema=schema, grammar=grammar, max_tokens=max_tokens,
                                  temperature=temperature, seed=seed)
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        url = f"{self.base_url}/chat/completions"
-        req = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers,
-                                     method="POST")
         started = time.perf_counter()
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:300]
-            raise BackendError(f"{url}: HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise BackendError(f"cannot reach {url}: {exc}") from None
-        except json.JSONDecodeError:
-            raise BackendError(f"{url}: the reply is not JSON") from None
+        payload = post_chat_completion(self.base_url, body, api_key=self.api_key,
+                                       timeout=self.timeout)
         seconds = time.perf_counter() - started
+        url = f"{self.base_url}/chat/completions"
         try:
             choice = payload["choices"][0]
             text = choice["message"]["content"] or ""

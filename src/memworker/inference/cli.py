@@ -109,7 +109,10 @@ def load_request(text: str, task: str | None = None) -> tuple[str, dict[str, Any
     """(task, inputs) from a prompt file's text (see the module docstring)."""
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as exc:
+        if text.lstrip()[:1] in ("{", "["):  # a rendered prompt starts with TASK: or ChatML
+            raise RequestError(f"the prompt file is malformed JSON: {exc.msg} at line "
+                               f"{exc.lineno} column {exc.colno}") from None
         doc = None
     if isinstance(doc, dict) and "inputs" in doc:
         found = doc.get("task", task)
@@ -186,13 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     from memworker.inference import codec
     from memworker.inference.backends import BackendError
     from memworker.inference.grammar import GrammarError
-    from memworker.inference.schema import InputError
+    from memworker.inference.schema import InputError, check_inputs
     from memworker.registry import BaseUnavailable
 
     args = build_parser().parse_args(argv)
     try:
         text = Path(args.prompt_file).read_text(encoding="utf-8")
         task, inputs = load_request(text, args.task)
+        check_inputs(task, inputs)  # bad inputs never reach (or even load) a backend
         backend = make_backend(args)
         result = codec.run(backend, task, inputs, temperature=args.temperature, seed=args.seed,
                            use_grammar=not args.no_grammar, max_tokens=args.max_tokens)

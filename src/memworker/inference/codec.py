@@ -8,16 +8,18 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
    tolerated and noted); duplicate keys, NaN/Infinity, lone surrogates -> `OutputParseError`.
 3. Shape: the static wire contract. For `extract` an answer in *canonical* form (teachers, old
    outputs) is accepted too: it is converted to wire form and its dates are kept for comparison.
-4. Policy drops (extract, per claim, each noted in `diagnostics`): a quote containing a
-   credential-shaped string drops the claim; a claim whose quotes all come from untrusted events,
-   where a cited event's text or the claim's statement/value is a memory-control instruction
-   (`memworker.safety.is_memory_control`), is dropped.
-5. Verification against the request (-> `OutputValidationError`): event indices and fact /
-   evidence ids exist; each quote is an exact substring of its cited event *and* one of its
-   candidate spans; the time expression is verbatim in an event and resolves; then the whole
-   answer against the request's dynamic schema (`memworker.inference.schema`).
+4. Verification against the request by `memworker.verify`, the checker the corpus audit uses
+   too. Its drop findings drop the claim (noted in `diagnostics`, kept in `result.dropped`): a
+   quote or the predicate holding a credential-shaped string, and the one untrusted-source rule
+   (a claim citing an untrusted event, where that event or the claim's statement/value is a
+   memory-control instruction, is dropped whatever else it cites). Any other finding (unknown
+   event index or fact / evidence id, a quote that is not an exact substring and candidate span
+   of its event, a time expression not detected in the events) -> `OutputValidationError`
+   with `error.findings`.
+5. The whole answer against the request's dynamic schema (`memworker.inference.schema`); the
+   time expression must resolve.
 6. Repairs that cannot change meaning, each noted: credential-shaped strings in free-text fields
-   are redacted (`safety.redact`; a predicate holding one drops the claim); C0 control characters
+   are redacted (`safety.redact`); C0 control characters
    other than tab/newline become spaces; duplicate ids in supersedes / supports / citations are
    removed (an observation left with fewer than two distinct facts is rejected instead).
 7. Canonical form via `memworker.wire.from_wire`: dates come from `memworker.temporal`, never from
@@ -33,6 +35,7 @@ carry both raw outputs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -41,7 +44,7 @@ from typing import Any
 
 import jsonschema
 
-from memworker import contracts, temporal, wire
+from memworker import contracts, temporal, verify, wire
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
     DEFAULT_BUDGET,
@@ -51,8 +54,8 @@ from memworker.inference.schema import (
     max_tokens_for,
 )
 from memworker.prompts import render
-from memworker.safety import contains_credential, is_memory_control, redact
-from memworker.spans import candidate_spans
+from memworker.safety import redact
+from memworker.verify import Finding
 
 RETRY_TEMPLATE = ("Your previous answer was rejected: {error}\n"
                   "Answer again with one JSON object in the requested format, nothing else.")
@@ -84,17 +87,20 @@ class CodecResult:
     raw: str                        # the raw text of the accepted attempt
     diagnostics: list[str] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
+    dropped: list[Finding] = field(default_factory=list)  # why each dropped claim was dropped
 
 
 class CodecError(Exception):
     """The model output could not be turned into a valid answer. `raw_outputs` holds every raw
-    text tried (one per attempt), `errors` the individual problems."""
+    text tried (one per attempt), `errors` the individual problems, `findings` those of them
+    that `memworker.verify` found (each with its code)."""
 
     kind = "invalid output"
 
     def __init__(self, message: str, *, errors: list[str] | None = None,
-                 attempts: list[Attempt] | None = None):
+                 attempts: list[Attempt] | None = None, findings: list[Finding] | None = None):
         self.errors = list(errors or [message])
+        self.findings = list(findings or [])
         self.attempts = list(attempts or [])
         super().__init__(message)
 
@@ -119,10 +125,12 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
 
 
-def _invalid(errors: list[str]) -> OutputValidationError:
-    shown = "; ".join(_short(e) for e in errors[:5])
-    more = f"; … ({len(errors) - 5} more)" if len(errors) > 5 else ""
-    return OutputValidationError(f"{shown}{more}", errors=errors)
+def _invalid(errors: list[str] | list[Finding]) -> OutputValidationError:
+    texts = [str(e) for e in errors]
+    shown = "; ".join(_short(e) for e in texts[:5])
+    more = f"; … ({len(texts) - 5} more)" if len(texts) > 5 else ""
+    return OutputValidationError(f"{shown}{more}", errors=texts,
+                                 findings=[e for e in errors if isinstance(e, Finding)])
 
 
 # --- parsing --------------------------------------------------------------------------------------
@@ -227,12 +235,15 @@ def _canonical_to_wire(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[
     problems = contracts.errors("extract_output", doc)
     if problems:
         raise _invalid(["canonical-form answer: " + p for p in problems])
+    shape = [f for n, c in enumerate(doc["claims"]) for f in verify.canonical_claim_findings(c, n)]
+    if shape:
+        raise _invalid(shape)
     given = [(c["date"], c["date_precision"]) for c in doc["claims"]]
     return {"claims": [wire.claim_to_wire(c) for c in doc["claims"]]}, given
 
 
 def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
-             diags: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+             diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
     given: list[tuple[Any, Any]] | None = None
     claims_in = doc.get("claims")
     if isinstance(claims_in, list) and any(isinstance(c, dict) and "source_indices" in c
@@ -242,44 +253,17 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
     problems = contracts.errors("extract_wire", doc)
     if problems:
         raise _invalid(problems)
-    events = {e["index"]: e for e in inputs["events"]}
-    fact_ids = {f["id"] for f in inputs["existing_facts"]}
     kept: list[tuple[int, dict[str, Any]]] = []
-    errors: list[str] = []
-    for n, claim in enumerate(doc["claims"]):
-        where = f"claims/{n}"
-        quotes = claim["quotes"]
-        if any(contains_credential(q["quote"]) for q in quotes):
-            diags.append(f"{where}: dropped (a quote contains a credential-shaped string)")
+    errors: list[Finding] = []
+    for (n, claim), found in zip(enumerate(doc["claims"]), verify.extract_findings(doc, inputs),
+                                 strict=True):
+        drop = next((f for f in found if f.drops_claim), None)
+        if drop is not None:
+            diags.append(f"claims/{n}: dropped ({drop.detail})")
+            dropped.append(drop)
             continue
-        cited = [events.get(q["event"]) for q in quotes]
-        if all(e is not None and not e["trusted"] for e in cited) and (
-                any(is_memory_control(e["text"]) for e in cited)
-                or is_memory_control(claim["statement"])
-                or is_memory_control(claim["value"] or "")):
-            diags.append(f"{where}: dropped (sourced only from untrusted events carrying a "
-                         "memory-control instruction)")
-            continue
-        if contains_credential(claim["predicate"]):
-            diags.append(f"{where}: dropped (the predicate is credential-shaped)")
-            continue
-        for m, (q, event) in enumerate(zip(quotes, cited, strict=True)):
-            if event is None:
-                errors.append(f"{where}/quotes/{m}: event {q['event']} does not exist")
-            elif q["quote"] not in event["text"]:
-                errors.append(f"{where}/quotes/{m}: {_short(q['quote'], 80)!r} is not an exact "
-                              f"substring of event {q['event']}")
-            elif q["quote"] not in candidate_spans(event["text"]):
-                errors.append(f"{where}/quotes/{m}: {_short(q['quote'], 80)!r} is not one of the "
-                              f"quotable spans of event {q['event']}")
-        claim["supersedes"] = _dedupe(claim["supersedes"], f"{where}/supersedes", diags)
-        for fid in claim["supersedes"]:
-            if fid not in fact_ids:
-                errors.append(f"{where}/supersedes: fact id {fid!r} does not exist")
-        expr = claim["time_expression"]
-        if expr is not None and not any(expr in e["text"] for e in inputs["events"]):
-            errors.append(f"{where}/time_expression: {_short(expr, 80)!r} does not occur verbatim "
-                          "in any event")
+        errors += found
+        claim["supersedes"] = _dedupe(claim["supersedes"], f"claims/{n}/supersedes", diags)
         kept.append((n, claim))
     if errors:
         raise _invalid(errors)
@@ -320,17 +304,17 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
 # --- consolidate and reflect ----------------------------------------------------------------------
 
 def _consolidate(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
-                 diags: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    ids = {f["id"] for f in inputs["facts"]}
+                 diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
     observations = doc.get("observations")
-    errors = []
+    errors: list[Any] = []
     if isinstance(observations, list):
         for n, obs in enumerate(observations):
             supports = obs.get("supports") if isinstance(obs, dict) else None
             if not (isinstance(supports, list) and all(isinstance(s, str) for s in supports)):
                 continue
-            errors += [f"observations/{n}/supports: fact id {s!r} does not exist"
-                       for s in supports if s not in ids]
+            errors += [dataclasses.replace(f, where=f"observations/{n}/supports")
+                       for f in verify.consolidate_findings(
+                           {"observations": [{"supports": supports}]}, inputs)]
             unique = _dedupe(supports, f"observations/{n}/supports", diags)
             if len(unique) < 2:
                 errors.append(f"observations/{n}/supports: an observation needs two different "
@@ -350,13 +334,11 @@ def _consolidate(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, 
 
 
 def _reflect(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
-             diags: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    ids = {e["id"] for e in inputs["evidence"]}
+             diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
     citations = doc.get("citations")
-    errors = []
+    errors: list[Any] = []
     if isinstance(citations, list) and all(isinstance(c, str) for c in citations):
-        errors += [f"citations: evidence id {c!r} does not exist" for c in citations
-                   if c not in ids]
+        errors += verify.reflect_findings({"citations": citations}, inputs)
         doc["citations"] = citations = _dedupe(citations, "citations", diags)
     if doc.get("insufficient_evidence") is True and citations:
         errors.append("citations: must be empty when insufficient_evidence is true")
@@ -392,9 +374,10 @@ def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | 
             raise OutputTruncatedError("output was truncated (finish reason 'length'): the answer "
                                        "did not fit in max_tokens")
         diagnostics: list[str] = []
+        dropped: list[Finding] = []
         doc = parse_answer(raw, diagnostics)
         try:
-            wire_answer, output = _VERIFY[task](doc, inputs, schema, diagnostics)
+            wire_answer, output = _VERIFY[task](doc, inputs, schema, diagnostics, dropped)
         except RecursionError:
             raise OutputValidationError("answer is nested too deeply") from None
         problems = contracts.errors(contracts.TASK_SCHEMAS[task][1], output)
@@ -405,7 +388,7 @@ def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | 
         exc.attempts = exc.attempts or [attempt]
         raise
     return CodecResult(task=task, output=output, wire=wire_answer, raw=raw,
-                       diagnostics=diagnostics, attempts=[attempt])
+                       diagnostics=diagnostics, attempts=[attempt], dropped=dropped)
 
 
 def verify_canonical(task: str, inputs: dict[str, Any], canonical: dict[str, Any]) -> CodecResult:

@@ -50,11 +50,13 @@ _PROCEDURAL = ("how_to", "steps", "procedure", "workaround", "command", "routine
 
 
 def _timestamp(value: str | datetime, what: str) -> str:
+    """`value` checked by the one timestamp validator (`temporal.parse_timestamp`) and written
+    in the input contracts' form."""
     try:
-        anchor = temporal.parse_anchor(value)
+        stamp = temporal.parse_timestamp(value, what)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{what}: {exc}") from None
-    return anchor.isoformat(timespec="seconds")
+        raise InputError(str(exc)) from None
+    return stamp.isoformat(timespec="seconds")
 
 
 def category(claim: Mapping[str, Any]) -> str:

@@ -11,9 +11,3 @@ Entry point: `python train/run.py --stage NAME` (see its docstring), which calls
 - `report`   the run receipt, environment facts, loss curve (all reporting lives here)
 - `mlx_path` the Apple path: wire data → mlx-lm chat JSONL + the `mlx_lm lora` command
 """
-
-import os
-
-# OpenMP spin-waiting makes a 2-thread run up to 20x slower while another process holds a core
-# (FACTS.md "thread trap"). Only effective when set before torch is first imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

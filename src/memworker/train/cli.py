@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from memworker.train import config as tconfig
 from memworker.train import data as tdata
 from memworker.train.lineage import RECEIPT, LineageError, MissingParent
 
-REPO = Path(__file__).resolve().parents[3]
 EXPECTED = (tconfig.ConfigError, tdata.DataError, LineageError, registry.BaseUnavailable)
 
 
@@ -145,8 +143,8 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
         import torch
 
         if not torch.cuda.is_available():
-            raise registry.BaseUnavailable(f"base {base_model.key} {base_model.install_hint}; "
-                                           "this machine has no CUDA GPU")
+            raise registry.BaseUnavailable(f"base {base_model.key} needs a CUDA GPU; this "
+                                           "machine has none")
     backend = pick_backend(args.backend)
     base = registry.prepare(target.base)
     runs_dir = Path(args.runs_dir)
@@ -186,13 +184,13 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
 
 
 def ensure_corpus(folder: str | Path, domain: str, no_build: bool) -> None:
-    """Build a missing corpus with the corpus stage's own entry script (one process at a time)."""
+    """Build a missing corpus through the corpus stage's command line, `memworker.corpus.cli`,
+    in this process (one process at a time; works in a non-editable install too)."""
     folder = Path(folder)
     if (folder / "manifest.json").is_file():
         return
     cmd = tdata.corpus_command(folder, domain)
-    script = REPO / "corpus" / "build.py"
-    if no_build or not script.is_file():
+    if no_build:
         raise tdata.DataError(f"no corpus in {folder}; build it with `{cmd}`")
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
@@ -200,6 +198,7 @@ def ensure_corpus(folder: str | Path, domain: str, no_build: bool) -> None:
         if (folder / "manifest.json").is_file():
             return
         print(f"train: no corpus in {folder}: building it (`{cmd}`)")
-        argv = [sys.executable, str(script), *tdata.corpus_build_args(folder, domain)]
-        if subprocess.run(argv).returncode != 0:
+        from memworker.corpus.cli import main as build_corpus_main
+
+        if build_corpus_main(tdata.corpus_build_args(folder, domain)) != 0:
             raise tdata.DataError(f"building the corpus failed; run `{cmd}` and read its errors")

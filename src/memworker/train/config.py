@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ class StageConfig:
     corpus: str = _f("data/corpus", "corpus folder (manifest.json + wire/{train,val}.jsonl)")
     corpus_domain: str = _f("general", "domain passed to the corpus builder when the corpus is "
                             "missing: general | coding")
+    corpus_sha256: str | None = _f(None, "expected sha256 of the corpus's manifest.json (null: "
+                                   "any corpus that verifies); a run refuses another corpus")
     replay_corpus: str | None = _f(None, "corpus whose train rows are replayed (null: none)")
     replay_fraction: float = _f(0.0, "share of the stage's train rows taken from replay_corpus "
                                 "(0 ≤ f ≤ 0.2)")
@@ -97,6 +100,10 @@ class StageConfig:
             problems.append(f"replay_fraction must be in [0, 0.2], not {self.replay_fraction}")
         if self.replay_fraction > 0 and not self.replay_corpus:
             problems.append("replay_fraction > 0 needs replay_corpus")
+        if self.corpus_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}",
+                                                               self.corpus_sha256):
+            problems.append(f"corpus_sha256 must be 64 lowercase hex digits, not "
+                            f"{self.corpus_sha256!r}")
         if self.precision not in PRECISIONS:
             problems.append(f"precision must be one of {PRECISIONS}, not {self.precision!r}")
         for name in ("lora_r", "lora_alpha", "max_length", "batch_size", "grad_accum",

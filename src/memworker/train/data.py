@@ -10,8 +10,10 @@ Rows longer than `max_length` are excluded and counted, never truncated.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +30,16 @@ class DataError(ValueError):
 # --- corpus access ------------------------------------------------------------------------------
 
 def corpus_build_args(folder: str | Path, domain: str, seed: int = 13) -> list[str]:
-    """Arguments of corpus/build.py that build the corpus `folder` of `domain`."""
-    args = ["--out", str(folder), "--seed", str(seed)]
-    return args + ["--domain", "coding"] if domain == "coding" else args
+    """Arguments of the corpus stage that build the corpus `folder` of `domain`."""
+    from memworker.corpus.build import build_args
+
+    return build_args(folder, seed=seed, domain=domain)
 
 
 def corpus_command(folder: str | Path, domain: str, seed: int = 13) -> str:
-    return " ".join(["python", "corpus/build.py", *corpus_build_args(folder, domain, seed)])
+    from memworker.corpus.build import build_command
+
+    return build_command(folder, seed=seed, domain=domain)
 
 
 def verify_corpus(folder: str | Path, domain: str = "general") -> dict[str, Any]:
@@ -69,10 +74,13 @@ def seeded_order(rows: list[dict[str, Any]], seed: int, salt: str = "") -> list[
 
 
 def replay_count(n_main: int, fraction: float) -> int:
-    """Replay rows so that they are at most `fraction` of all rows (main + replay)."""
+    """Replay rows so that they are at most `fraction` of all rows (main + replay): the largest
+    r with r / (n_main + r) <= fraction, in exact arithmetic on the fraction as written (float
+    division lost a row, e.g. 20 instead of 21 for 119 rows at 0.15)."""
     if fraction <= 0:
         return 0
-    return int(n_main * fraction / (1.0 - fraction))
+    share = Fraction(repr(fraction))
+    return math.floor(n_main * share / (1 - share))
 
 
 # --- answer-only encoding ----------------------------------------------------------------------

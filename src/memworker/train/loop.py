@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -117,8 +117,27 @@ def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
     else:
         outputs = model(**kw)
         logits = outputs.logits[keep]
-    loss = F.cross_entropy(logits.float(), targets[keep[:, :-1]], reduction="sum")
+    loss = functional.cross_entropy(logits.float(), targets[keep[:, :-1]], reduction="sum")
     return loss, outputs
+
+
+#: transformers releases (major.minor) the shared-prefix KV path is tested with: it builds a
+#: DynamicCache and expands its per-layer keys/values, which transformers may change between
+#: releases. constraints.txt pins the exact version CI ran.
+SHARE_PREFIX_TESTED_TRANSFORMERS = ("5.24",)
+
+
+def check_share_prefix_support(cfg: StageConfig) -> None:
+    """Refuse the shared-prefix KV path on a transformers release it is not tested with."""
+    import transformers
+
+    version = transformers.__version__
+    if cfg.share_prefix and cfg.batch_size > 1 and \
+            ".".join(version.split(".")[:2]) not in SHARE_PREFIX_TESTED_TRANSFORMERS:
+        raise RunError(f"share_prefix (the shared-prompt KV-cache path) is tested with "
+                       f"transformers {', '.join(SHARE_PREFIX_TESTED_TRANSFORMERS)}.x, this is "
+                       f"{version}: install the pinned one (pip install -c constraints.txt "
+                       "transformers) or train with --no-share-prefix")
 
 
 def _prefix_cache(model, prefix_ids: torch.Tensor, shape: torch.Size) -> dict[str, Any]:
@@ -148,11 +167,16 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     """Verified, seeded, optionally replay-mixed rows per split + their provenance."""
     corpus = Path(cfg.corpus)
     manifest = tdata.verify_corpus(corpus, cfg.corpus_domain)
+    manifest_sha256 = report.file_sha(corpus / "manifest.json")
+    if cfg.corpus_sha256 is not None and manifest_sha256 != cfg.corpus_sha256:
+        raise RunError(f"stage {cfg.name} pins corpus manifest sha256 {cfg.corpus_sha256}, but "
+                       f"{corpus}/manifest.json is {manifest_sha256}: point --corpus at the pinned "
+                       "corpus, or change corpus_sha256 in the stage YAML (--corpus-sha256)")
     train = _load_split(corpus, "train", cfg.seed)
     val = _load_split(corpus, "val", cfg.seed, cfg.val_rows)
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
-        "manifest_sha256": report.file_sha(corpus / "manifest.json"),
+        "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
     if cfg.replay_fraction > 0:
@@ -309,16 +333,8 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     device = tmodel.pick_device(cfg)
     rows = prepare_data(cfg)
     tokenizer = tmodel.load_tokenizer(base.path)
-    eot = base.model.end_of_turn
-    train_enc, train_stats = tdata.encode_rows(tokenizer, rows["train"], cfg.max_length, eot)
-    val_enc, val_stats = tdata.encode_rows(tokenizer, rows["val"], cfg.max_length, eot)
-    if not train_enc or not val_enc:
-        raise RunError(f"stage {cfg.name}: every {'train' if not train_enc else 'val'} row is "
-                       f"longer than max_length={cfg.max_length}; raise --max-length")
-    print(f"train: {cfg.name}: {train_stats.rows} train rows ({dict(train_stats.excluded) or 'none'}"
-          f" excluded), {val_stats.rows} val rows, device {device.kind} x{device.threads} threads, "
-          f"{'bf16' if device.bf16 else 'fp32'}, {'NF4 QLoRA' if cfg.qlora else 'LoRA'}")
-
+    (train_enc, train_stats), (val_enc, val_stats) = _encode_splits(cfg, base, tokenizer, rows,
+                                                                    device)
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     if _is_main():  # the resolved config goes to disk before training starts
         doc = {**identity, "config": cfg.to_dict(), "base": base.identity, "args": req.args,
@@ -326,24 +342,11 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
         (paths.run_dir / "config.json").write_text(json.dumps(doc, indent=2, sort_keys=True)
                                                    + "\n", "utf-8")
 
+    check_share_prefix_support(cfg)
     parent_adapter = paths.parent_dir / lineage.ADAPTER_DIR if cfg.parent else None
     model = tmodel.load_model(base, cfg, device, parent_adapter)
     clock = _Clock()
-    share = cfg.share_prefix and cfg.batch_size > 1
-    batches = tdata.TaskBatchSampler([e.group for e in train_enc],
-                                     [len(e.input_ids) for e in train_enc], cfg.batch_size,
-                                     cfg.seed, cfg.max_batch_tokens) if share else None
-    trainer = AnswerOnlyTrainer(
-        model=model,
-        args=training_args(cfg, device, paths.checkpoints),
-        train_dataset=tdata.to_dataset(train_enc),
-        eval_dataset=tdata.to_dataset(val_enc),
-        data_collator=tdata.PadCollator(tokenizer.pad_token_id, share_prefix=share),
-        processing_class=tokenizer,
-        callbacks=[clock, *req.callbacks],
-        answer_logits_only=cfg.answer_logits_only,
-        batch_sampler=batches,
-    )
+    trainer = _make_trainer(req, device, model, tokenizer, train_enc, val_enc, clock)
     if resume_from:
         print(f"train: resuming {cfg.name} from {resume_from}")
     result = trainer.train(resume_from_checkpoint=resume_from)
@@ -363,29 +366,12 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     trainer.model.save_pretrained(adapter_dir)
     state_path = paths.run_dir / "trainer_state.json"
     state.save_to_json(str(state_path))
-    steps = state.global_step - clock.start_step
-    tokens = state.num_input_tokens_seen - clock.start_tokens
-    losses = [h["loss"] for h in state.log_history if "loss" in h]
     receipt = {
         **receipt_core(req, base, parent, rows, train_stats, val_stats),
         "device": device.to_dict(),
         "params": tmodel.count_params(trainer.model),
-        "result": {
-            "global_step": state.global_step,
-            "steps_this_session": steps,
-            "resumed_from": resume_from and Path(resume_from).name,
-            "runtime_s": round(runtime, 2),
-            "s_per_step": round(runtime / steps, 3) if steps else None,
-            "rows_this_session_main_process": trainer.rows_seen,
-            "samples_per_s": round(trainer.rows_seen * device.world_size / runtime, 3),
-            "tokens_this_session": tokens,
-            "shared_prefix_tokens_main_process": trainer.shared_prefix_tokens,
-            "tokens_per_s": round(tokens / runtime, 1) if runtime else None,
-            "final_train_loss": losses[-1] if losses else None,
-            "mean_train_loss": result.metrics.get("train_loss"),
-            "val_loss": val_loss,
-            "epoch": state.epoch,
-        },
+        "result": _session_result(trainer, clock, device, runtime, resume_from,
+                                  result.metrics.get("train_loss"), val_loss),
         "memory_peak": report.peak_memory(scope=mem_scope),
         "trainer_state_sha256": report.file_sha(state_path),
     }
@@ -394,3 +380,66 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
     _barrier()
     return receipt
+
+
+def _encode_splits(cfg: StageConfig, base: PreparedBase, tokenizer, rows: dict[str, Any],
+                   device: tmodel.Device) -> tuple[tuple[list, Any], tuple[list, Any]]:
+    """((train encodings, stats), (val encodings, stats)); rows over max_length are excluded
+    and counted, and a split left empty stops the run."""
+    eot = base.model.end_of_turn
+    train_enc, train_stats = tdata.encode_rows(tokenizer, rows["train"], cfg.max_length, eot)
+    val_enc, val_stats = tdata.encode_rows(tokenizer, rows["val"], cfg.max_length, eot)
+    if not train_enc or not val_enc:
+        raise RunError(f"stage {cfg.name}: every {'train' if not train_enc else 'val'} row is "
+                       f"longer than max_length={cfg.max_length}; raise --max-length")
+    print(f"train: {cfg.name}: {train_stats.rows} train rows ({dict(train_stats.excluded) or 'none'}"
+          f" excluded), {val_stats.rows} val rows, device {device.kind} x{device.threads} threads, "
+          f"{'bf16' if device.bf16 else 'fp32'}, {'NF4 QLoRA' if cfg.qlora else 'LoRA'}")
+    return (train_enc, train_stats), (val_enc, val_stats)
+
+
+def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, train_enc: list,
+                  val_enc: list, clock: _Clock) -> AnswerOnlyTrainer:
+    """The Trainer, with one-task batches sharing their prompt opening when share_prefix."""
+    cfg = req.cfg
+    share = cfg.share_prefix and cfg.batch_size > 1
+    batches = tdata.TaskBatchSampler([e.group for e in train_enc],
+                                     [len(e.input_ids) for e in train_enc], cfg.batch_size,
+                                     cfg.seed, cfg.max_batch_tokens) if share else None
+    return AnswerOnlyTrainer(
+        model=model,
+        args=training_args(cfg, device, req.paths.checkpoints),
+        train_dataset=tdata.to_dataset(train_enc),
+        eval_dataset=tdata.to_dataset(val_enc),
+        data_collator=tdata.PadCollator(tokenizer.pad_token_id, share_prefix=share),
+        processing_class=tokenizer,
+        callbacks=[clock, *req.callbacks],
+        answer_logits_only=cfg.answer_logits_only,
+        batch_sampler=batches,
+    )
+
+
+def _session_result(trainer: AnswerOnlyTrainer, clock: _Clock, device: tmodel.Device,
+                    runtime: float, resume_from: str | None, mean_train_loss: float | None,
+                    val_loss: float | None) -> dict[str, Any]:
+    """The receipt's `result`: steps, speed and losses of this session."""
+    state = trainer.state
+    steps = state.global_step - clock.start_step
+    tokens = state.num_input_tokens_seen - clock.start_tokens
+    losses = [h["loss"] for h in state.log_history if "loss" in h]
+    return {
+        "global_step": state.global_step,
+        "steps_this_session": steps,
+        "resumed_from": resume_from and Path(resume_from).name,
+        "runtime_s": round(runtime, 2),
+        "s_per_step": round(runtime / steps, 3) if steps else None,
+        "rows_this_session_main_process": trainer.rows_seen,
+        "samples_per_s": round(trainer.rows_seen * device.world_size / runtime, 3),
+        "tokens_this_session": tokens,
+        "shared_prefix_tokens_main_process": trainer.shared_prefix_tokens,
+        "tokens_per_s": round(tokens / runtime, 1) if runtime else None,
+        "final_train_loss": losses[-1] if losses else None,
+        "mean_train_loss": mean_train_loss,
+        "val_loss": val_loss,
+        "epoch": state.epoch,
+    }

@@ -9,11 +9,15 @@ max_length are excluded and counted here, so mlx-lm never truncates one.
 
 The exact command is written to `<run>/mlx-command.txt` and into the receipt, e.g.:
 
-    python -m mlx_lm lora --model ~/.cache/memworker/bases/smollm2-135m --train \\
+    python -m memworker.train.mlx_lora --model ~/.cache/memworker/bases/smollm2-135m --train \\
         --data runs/coding/mlx-data --adapter-path runs/coding/adapter -c runs/coding/mlx-lora.yaml \\
         --fine-tune-type lora --mask-prompt --num-layers -1 --batch-size 1 \\
         --grad-accumulation-steps 8 --iters 2400 --learning-rate 0.0002 --max-seq-length 4096 \\
-        --val-batches -1 --steps-per-eval 800 --steps-per-report 40 --save-every 400 --seed 13
+        --val-batches -1 --steps-per-eval 800 --steps-per-report 40 --save-every 400 --seed 13 \\
+        --loss-log runs/coding/mlx-losses.jsonl
+
+`memworker.train.mlx_lora` is mlx-lm's own LoRA trainer with its training callback writing the
+loss reports to `--loss-log` (JSON lines); the receipt's losses come from there.
 
 Differences from the torch path, recorded in the receipt: plain LoRA on the 16/32-bit base (no
 NF4), no resume from a mid-run checkpoint (a rerun restarts the stage), and the tokens mlx-lm
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -41,11 +44,8 @@ from memworker.train import data as tdata
 from memworker.train import lineage, report
 from memworker.train.config import StageConfig
 from memworker.train.loop import RunError, RunRequest, check_parent, prepare_data, receipt_core
+from memworker.train.mlx_lora import read_losses
 from memworker.train.model import load_tokenizer
-
-_TRAIN_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+[▼▲]\s+([0-9,]+)")
-_VAL_LINE = re.compile(r"^\s*(\d+)\s+val\s+([0-9.]+)")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def mlx_available() -> bool:
@@ -81,9 +81,10 @@ def lora_yaml(cfg: StageConfig, iters: int) -> dict[str, Any]:
 
 
 def command(cfg: StageConfig, model_path: Path, data_dir: Path, adapter_dir: Path,
-            config_path: Path, iters: int, resume_file: Path | None) -> list[str]:
+            config_path: Path, iters: int, resume_file: Path | None,
+            loss_log: Path) -> list[str]:
     every = cfg.grad_accum
-    cmd = [sys.executable, "-m", "mlx_lm", "lora", "--model", str(model_path), "--train",
+    cmd = [sys.executable, "-m", "memworker.train.mlx_lora", "--model", str(model_path), "--train",
            "--data", str(data_dir), "--adapter-path", str(adapter_dir), "-c", str(config_path),
            "--fine-tune-type", "lora", "--mask-prompt", "--num-layers", "-1",
            "--batch-size", str(cfg.batch_size), "--grad-accumulation-steps", str(cfg.grad_accum),
@@ -91,20 +92,11 @@ def command(cfg: StageConfig, model_path: Path, data_dir: Path, adapter_dir: Pat
            "--max-seq-length", str(cfg.max_length), "--val-batches", "-1",
            "--steps-per-eval", str(min(iters, cfg.eval_steps * every)),
            "--steps-per-report", str(min(iters, cfg.logging_steps * every)),
-           "--save-every", str(min(iters, cfg.save_steps * every)), "--seed", str(cfg.seed)]
+           "--save-every", str(min(iters, cfg.save_steps * every)), "--seed", str(cfg.seed),
+           "--loss-log", str(loss_log)]
     if resume_file is not None:
         cmd += ["--resume-adapter-file", str(resume_file)]
     return cmd
-
-
-def parse_losses(log: str) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-    train, val = [], []
-    for line in _ANSI.sub("", log).splitlines():
-        if m := _VAL_LINE.match(line):
-            val.append((int(m.group(1)), float(m.group(2))))
-        elif m := _TRAIN_LINE.match(line):
-            train.append((int(m.group(1)), float(m.group(2))))
-    return train, val
 
 
 def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[str, Any]:
@@ -130,7 +122,8 @@ def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[s
     config_path.write_text(yaml.safe_dump(lora_yaml(cfg, iters), sort_keys=True), "utf-8")
     adapter_dir = paths.run_dir / lineage.ADAPTER_DIR
     resume = paths.parent_dir / lineage.ADAPTER_DIR / "adapters.safetensors" if cfg.parent else None
-    cmd = command(cfg, base.path, data_dir, adapter_dir, config_path, iters, resume)
+    loss_log = paths.run_dir / "mlx-losses.jsonl"
+    cmd = command(cfg, base.path, data_dir, adapter_dir, config_path, iters, resume, loss_log)
     (paths.run_dir / "mlx-command.txt").write_text(shlex.join(cmd) + "\n", "utf-8")
     print(f"train: mlx command written to {paths.run_dir / 'mlx-command.txt'}")
     if not execute:
@@ -150,7 +143,7 @@ def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[s
     runtime = time.time() - t0
     if code != 0:
         raise RunError(f"mlx_lm lora exited with {code}; see {log_path}")
-    train_curve, val_curve = parse_losses(log_path.read_text("utf-8"))
+    train_curve, val_curve = read_losses(loss_log)
     history = ([{"step": s, "loss": v} for s, v in train_curve]
                + [{"step": s, "eval_loss": v} for s, v in val_curve])
     report.loss_curve(history, paths.run_dir / "loss.png", f"{cfg.name} on {base.model.key} (mlx)")

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import torch
@@ -84,7 +83,13 @@ def load_tokenizer(path: str | Path):
 def load_model(base: PreparedBase, cfg: StageConfig, device: Device,
                parent_adapter: Path | None = None):
     """The trainable PEFT model: base (NF4 or 16/32-bit) + a fresh or warm-started adapter."""
-    from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+    from peft import (
+        LoraConfig,
+        PeftConfig,
+        PeftModel,
+        get_peft_model,
+        prepare_model_for_kbit_training,
+    )
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     compute = torch.bfloat16 if device.bf16 else torch.float32
@@ -110,69 +115,15 @@ def load_model(base: PreparedBase, cfg: StageConfig, device: Device,
         model.enable_input_require_grads()
     if parent_adapter is not None:
         check_adapter_config(parent_adapter, cfg)
-        peft_model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True)
-        set_lora_dropout(peft_model, cfg.lora_dropout)  # this stage's dropout, not the parent's
+        adapter_config = PeftConfig.from_pretrained(parent_adapter)
+        adapter_config.lora_dropout = cfg.lora_dropout  # this stage's dropout, not the parent's
+        peft_model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True,
+                                               config=adapter_config)
     else:
         lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=cfg.target_modules, task_type="CAUSAL_LM", bias="none")
         peft_model = get_peft_model(model, lora)
-    if device.kind == "cpu":
-        set_lora_dropout(peft_model, cfg.lora_dropout, fast=True)
     return peft_model
-
-
-class _MaskedScale(torch.autograd.Function):
-    """y = x * keep / (1 - p), keeping only the boolean mask (1 byte/element) for backward."""
-
-    @staticmethod
-    def forward(ctx, x, keep, scale):
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return x * keep * scale
-
-    @staticmethod
-    def backward(ctx, grad):
-        (keep,) = ctx.saved_tensors
-        return grad * keep * ctx.scale, None, None
-
-
-class FastDropout(torch.nn.Module):
-    """Inverted dropout with the same Bernoulli(p) law as `nn.Dropout` (p as an exact fraction
-    num/den, e.g. 0.05 = 1/20), drawing the mask with `torch.randint` on int16: on CPU torch's
-    `bernoulli_` was 15 % of a training step in the profile; this draws masks in a quarter to
-    two thirds of nn.Dropout's time (clear on one thread, within noise on two) and, like it,
-    keeps a one-byte mask for backward."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        frac = Fraction(p).limit_denominator(32767)
-        self.p, self.num, self.den = p, frac.numerator, frac.denominator
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.num == 0:
-            return x
-        keep = torch.randint(0, self.den, x.shape, dtype=torch.int16, device=x.device) >= self.num
-        return _MaskedScale.apply(x, keep, 1.0 / (1.0 - self.p))
-
-    def extra_repr(self) -> str:
-        return f"p={self.p} (= {self.num}/{self.den})"
-
-
-def set_lora_dropout(model, p: float, fast: bool = False) -> int:
-    """Give every LoRA branch dropout p (nn.Dropout, or FastDropout when `fast`); returns how
-    many branches were set."""
-    count = 0
-    for module in model.modules():
-        drops = getattr(module, "lora_dropout", None)
-        if not isinstance(drops, torch.nn.ModuleDict):
-            continue
-        for name in list(drops.keys()):
-            if p == 0:
-                drops[name] = torch.nn.Identity()
-            else:
-                drops[name] = FastDropout(p) if fast else torch.nn.Dropout(p)
-            count += 1
-    return count
 
 
 def check_adapter_config(adapter_dir: Path, cfg: StageConfig) -> None:

@@ -6,7 +6,8 @@ llama.cpp only tells whether a grammar *parses*; to check that a grammar accepts
 rule references, groups, `|`, and the postfix operators `? * + {m} {m,} {m,n}`; `#` comments)
 and matches whole texts code point by code point, as llama.cpp's sampler does.
 
-It is a checker for tests and corpus audits, not a decoder: matching returns the set of end
+It is a checker for the tests (it lives under tests/ because nothing in the package needs it),
+not a decoder: matching returns the set of end
 positions reachable from each (rule, position), memoised, so ambiguous grammars stay cheap.
 
     >>> accepts('root ::= "a" [0-9]{1,2}', "a42")

@@ -1,0 +1,202 @@
+"""Bad input, clear errors: one timestamp validator (`memworker.temporal.parse_timestamp`, applied
+to every timestamp field of every input contract by `memworker.contracts`) used by the codec, the
+corpus audit and the hmem store backend; `inference/run.py` says when a prompt file is malformed
+JSON; random invalid inputs never reach a backend."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memworker import contracts
+from memworker.corpus import audit_row
+from memworker.inference import codec
+from memworker.inference.backends import ReplayBackend
+from memworker.inference.cli import RequestError, load_request, main
+from memworker.inference.hmem import MemWorkerBackend
+from memworker.inference.schema import InputError, check_inputs
+from memworker.temporal import parse_timestamp
+from tests.test_codec_strategies import INPUTS
+
+EP = {"episode_id": "ep",
+      "events": [{"index": 0, "role": "user", "timestamp": "2025-10-08T09:12:00+02:00",
+                  "text": "I moved to Lisbon last month.", "trusted": True}],
+      "existing_facts": [{"id": "F1", "statement": "The user lives in Berlin.",
+                          "valid_from": "2023-04"}]}
+REFLECT = {"question": "Where?", "asked_at": "2025-10-09T10:00:00+02:00",
+           "evidence": [{"id": "E1", "timestamp": "2025-10-08T09:12:00+02:00",
+                         "text": "The user lives in Lisbon."}]}
+#: (task, inputs, path, impossible value): each matches the contract's pattern
+IMPOSSIBLE = [
+    ("extract", EP, ("events", 0, "timestamp"), "2025-13-45T99:00:00Z"),
+    ("extract", EP, ("events", 0, "timestamp"), "2025-02-29T10:00:00+01:00"),
+    ("extract", EP, ("existing_facts", 0, "valid_from"), "2023-02-30"),
+    ("extract", EP, ("existing_facts", 0, "valid_from"), "2023-00"),
+    ("extract", EP, ("existing_facts", 0, "valid_from"), "2023-04-31T10:00:00+02:00"),
+    ("reflect", REFLECT, ("asked_at",), "2025-10-09T24:00+02:00"),
+    ("reflect", REFLECT, ("evidence", 0, "timestamp"), "2024-02-30T10:00:00Z"),
+    ("reflect", REFLECT, ("evidence", 0, "timestamp"), "2024-02-10T10:00:00+24:00"),
+]
+
+
+def _with(inputs, path, value):
+    doc = copy.deepcopy(inputs)
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return doc
+
+
+def test_every_timestamp_field_of_every_input_contract_is_validated():
+    """Every string field of an input contract whose pattern starts with a year is listed in
+    contracts.TIMESTAMP_FIELDS (so a new timestamp field cannot skip the validator)."""
+    def dated(schema, path=()):
+        if schema.get("type") == "array":
+            yield from dated(schema["items"], (*path, "*"))
+        for key, sub in schema.get("properties", {}).items():
+            if sub.get("pattern", "").startswith("^[0-9]{4}"):
+                yield (*path, key)
+            yield from dated(sub, (*path, key))
+
+    for task, (name, _) in contracts.TASK_SCHEMAS.items():
+        found = set(dated(contracts.load_schema(name)))
+        listed = {path for path, _ in contracts.TIMESTAMP_FIELDS.get(name, ())}
+        assert found == listed, task
+    assert sum(len(v) for v in contracts.TIMESTAMP_FIELDS.values()) == 4
+
+
+@pytest.mark.parametrize("task,inputs,path,value", IMPOSSIBLE)
+def test_impossible_timestamps_are_rejected_naming_the_field(task, inputs, path, value):
+    bad = _with(inputs, path, value)
+    field = "/".join(map(str, path))
+    name = contracts.TASK_SCHEMAS[task][0]
+    # the schema's pattern alone lets it through
+    assert jsonschema.Draft202012Validator(contracts.load_schema(name)).is_valid(bad)
+    # the codec
+    with pytest.raises(InputError, match=re.escape(f"{field}: {value!r} is not a real date")):
+        check_inputs(task, bad)
+    # the corpus audit
+    row = {"id": "r", "family": "f", "split": "train", "task": task, "input": bad,
+           "gold": {"claims": []} if task == "extract" else
+           {"answer": "No.", "citations": [], "insufficient_evidence": True}}
+    violations = audit_row(row)
+    assert [v.code for v in violations] == ["schema_input"]
+    assert field in violations[0].detail
+
+
+def test_valid_timestamps_pass():
+    for task, inputs in (("extract", EP), ("reflect", REFLECT)):
+        check_inputs(task, inputs)
+    leap = _with(EP, ("events", 0, "timestamp"), "2024-02-29T23:59:59-11:30")
+    check_inputs("extract", _with(leap, ("existing_facts", 0, "valid_from"), "2024-02-29"))
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("2025-13-45T99:00:00Z", "month must be in 1..12"),
+    ("2024-02-30T10:00:00Z", "day is out of range"),
+    ("2025-10-08T09:12:00", "naive"),
+    ("yesterday", "not a real date-time"),
+])
+def test_the_store_backend_uses_the_same_validator(value, needle):
+    worker = MemWorkerBackend(ReplayBackend([]))
+    with pytest.raises(InputError, match=needle) as info:
+        worker.extract([{"role": "user", "content": "hi", "timestamp": value}])
+    assert "message 0 timestamp" in str(info.value)
+    with pytest.raises(InputError, match=needle):
+        worker.reflect("Where?", [], asked_at=value)
+    with pytest.raises(InputError, match="existing_facts/0/valid_from"):
+        worker.extract([{"role": "user", "content": "hi"}],
+                       [{"id": "F1", "text": "x", "valid_from": "2023-02-30"}],
+                       observed_at="2025-10-08T09:12:00Z")
+    assert worker.backend.calls == []
+    with pytest.raises(ValueError, match=needle):
+        parse_timestamp(value, "x")
+
+
+def test_run_py_says_when_the_prompt_file_is_malformed_json(tmp_path, capsys):
+    with pytest.raises(RequestError, match="malformed JSON: Expecting ',' delimiter at line 1"):
+        load_request('{"task": "extract" "inputs": {}}')
+    with pytest.raises(RequestError, match="malformed JSON"):
+        load_request('[{"role": "user", "content": "TASK: extract"},]')
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"task": "reflect", "inputs": {"question": "x",}}\n')
+    assert main(["--gguf", str(tmp_path / "none.gguf"), "--prompt-file", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the prompt file is malformed JSON") and err.count("\n") == 1
+
+
+def test_run_py_rejects_an_impossible_timestamp_before_loading_a_model(tmp_path, capsys):
+    request = tmp_path / "req.json"
+    bad = _with(EP, ("events", 0, "timestamp"), "2025-13-45T99:00:00Z")
+    request.write_text(json.dumps({"task": "extract", "inputs": bad}))
+    # the GGUF does not exist: reaching the backend would fail differently
+    assert main(["--gguf", str(tmp_path / "none.gguf"), "--prompt-file", str(request)]) == 2
+    err = capsys.readouterr().err
+    assert "events/0/timestamp: '2025-13-45T99:00:00Z' is not a real date-time" in err
+
+
+# --- property: random invalid inputs never reach a backend -----------------------------------
+
+BAD_STAMPS = st.one_of(
+    st.builds("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:00Z".format, st.integers(1, 9999),
+              st.integers(13, 99), st.integers(1, 28), st.integers(0, 23), st.integers(0, 59)),
+    st.builds("{:04d}-02-{:02d}T10:00:00+00:00".format, st.integers(1, 9999).filter(
+        lambda y: y % 4 != 0), st.integers(29, 99)),
+    st.builds("2025-01-01T{:02d}:{:02d}:00+02:00".format, st.integers(24, 99),
+              st.integers(0, 99)),
+    st.builds("2025-01-01T10:{:02d}:00+02:00".format, st.integers(60, 99)),
+    st.builds("2025-01-01T10:00:00{}{:02d}:{:02d}".format, st.sampled_from("+-"),
+              st.integers(24, 99), st.integers(0, 59)),
+    st.just("2025-01-01T10:00:00"), st.just("2025-01-01"), st.text(max_size=12),
+)
+
+
+@st.composite
+def invalid_requests(draw):
+    """(task, inputs) violating the input contract in one random way."""
+    task = draw(st.sampled_from(["extract", "consolidate", "reflect"]))
+    inputs = draw(INPUTS[task]())
+    kind = draw(st.sampled_from(["timestamp", "missing", "extra", "type", "duplicate"]))
+    if kind == "timestamp" and task != "consolidate":
+        stamps = [p for p, _ in contracts.TIMESTAMP_FIELDS[contracts.TASK_SCHEMAS[task][0]]]
+        items = [(("asked_at",), inputs)] if task == "reflect" else []
+        items += [((path[-1],), item) for path in stamps if path[1:2] == ("*",)
+                  for item in inputs[path[0]]]
+        if items:
+            (key,), target = draw(st.sampled_from(items))
+            partial_date = re.compile(r"[0-9]{4}(?:-[0-9]{2}(?:-[0-9]{2})?)?")
+            target[key] = draw(BAD_STAMPS.filter(
+                lambda v: key != "valid_from" or not partial_date.fullmatch(v)))
+            return task, inputs
+    if kind == "duplicate":
+        listed = {"extract": "events", "consolidate": "facts", "reflect": "evidence"}[task]
+        if inputs[listed]:
+            inputs[listed].append(copy.deepcopy(inputs[listed][0]))
+            return task, inputs
+    if kind == "extra":
+        inputs[draw(st.sampled_from(["note", "Question", "x"]))] = 1
+        return task, inputs
+    key = draw(st.sampled_from(sorted(inputs)))
+    if kind == "type":
+        inputs[key] = draw(st.sampled_from([None, 3, [], "x", {}]).filter(
+            lambda v, old=inputs[key]: type(v) is not type(old)))
+    else:
+        del inputs[key]
+    return task, inputs
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(request=invalid_requests())
+def test_random_invalid_inputs_never_reach_a_backend(request):
+    task, inputs = request
+    backend = ReplayBackend(['{"claims": []}'])
+    with pytest.raises(InputError):
+        codec.run(backend, task, inputs)
+    assert backend.calls == []
