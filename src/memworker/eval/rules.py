@@ -36,7 +36,7 @@ from memworker.textnorm import norm, stem
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _NAME = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
-_REL = r"[a-z]+(?:[ -][a-z]+)?"
+_REL = r"[a-z]+(?:[ -][a-z]+){0,2}"
 _PETS = {"dog", "cat", "parrot", "puppy", "kitten", "hamster", "rabbit", "horse", "pet", "bird",
          "tortoise", "turtle", "snake", "guinea pig", "ferret", "lizard", "fish"}
 _SKIP = re.compile(r"\?|\b(?:not sure|torn between|undecided|haven't decided|can't decide|"
@@ -49,7 +49,8 @@ _BELIEF = re.compile(rf"^(?P<who>(?:[Mm]y {_REL} {_NAME}|{_NAME}(?: \([^)]*\))?|
                      r" (?:thinks|reckons|believes|heard|says|figures|suspects|is convinced)"
                      r"(?: that)? (?P<rest>.+)$")
 _PLAN = re.compile(r"\b(?:I'm|I am|we're|we are) (?:going|planning|hoping) to (?P<v>.+)$|"
-                   r"\bI (?:will|plan to|intend to|am going to) (?P<w>.+)$|"
+                   r"\b(?:I|we) (?:will|plan to|intend to|am going to|want to|would like to|"
+                   r"'d like to|hope to|aim to|need to) (?P<w>.+)$|"
                    r"\b[Tt]he plan is to (?P<x>.+)$", re.I)
 #: (regex on the part after the subject, predicate, kind, statement verb)
 _PATTERNS: list[tuple[re.Pattern[str], str, str, str]] = [
@@ -172,20 +173,48 @@ def _clean_value(value: str, expression: str | None) -> str:
     return v
 
 
-def _parse_rest(rest: str) -> tuple[str, str, str, str] | None:
-    """(predicate, value, kind, statement verb) from the clause after its subject."""
+def _parse_rest(rest: str) -> tuple[str, str, str, str, bool] | None:
+    """(predicate, value, kind, statement verb, generic?) from the clause after its subject."""
     r = rest.strip().rstrip(".!").strip()
     for pattern, predicate, kind, verb in _PATTERNS:
         m = pattern.match(r)
         if m:
-            return predicate, m.group("v"), kind, verb
+            return predicate, m.group("v"), kind, verb, False
     m = _GENERIC.match(r)
     if m and m.group("verb") not in ("is", "was", "has", "does", "thinks", "says"):
         verb = m.group("verb")
         pred = verb if not m.group("prep") else f"{verb}_{m.group('prep')}"
         words = f"{verb} {m.group('prep')}" if m.group("prep") else verb
-        return pred, m.group("v"), "fact", words
+        return pred, m.group("v"), "fact", words, True
     return None
+
+
+def _completed(sentence: str, quote: dict[str, Any], expr: str | None) -> dict[str, Any] | None:
+    """A dated past action of the user ("I called my grandmother in December")."""
+    done = re.match(r"^(?:Finally |Just |Already )?(?:I|We) (?:finally |just |already )?"
+                    r"(?P<verb>[a-z]+ed) (?P<rest>.+)$", sentence.rstrip(".!"))
+    if not done or expr is None:
+        return None
+    obj = _clean_value(re.sub(r"\bmy\b", "their", done.group("rest")), expr)
+    if not obj:
+        return None
+    statement = _statement("the user", done.group("verb"), obj)
+    return _claim([quote], "the user", "completed", f"{_lemma(done.group('verb'))} {obj}",
+                  statement, "event", expr, [], "high")
+
+
+def _lemma(verb: str) -> str:
+    """Base form of a regular past tense: "called" -> "call", "planned" -> "plan",
+    "tried" -> "try", "booked" -> "book", "moved" -> "move"."""
+    if verb.endswith("ied"):
+        return verb[:-3] + "y"
+    stem_ = verb[:-2]
+    if len(stem_) >= 3 and stem_[-1] == stem_[-2] and stem_[-1] not in "lsz":
+        return stem_[:-1]
+    if stem_.endswith(("v", "c", "g", "u")) or len(stem_) <= 2 or (
+            len(stem_) <= 4 and re.search(r"(?:^|[^aeiou])[aeiou][bcdfgkmpstvz]$", stem_)):
+        return stem_ + "e"
+    return stem_
 
 
 def _statement(subject: str, verb: str, value: str | None) -> str:
@@ -266,7 +295,7 @@ def _sentence_claim(sentence: str, event: dict[str, Any], people: _People,
             return _claim([quote], subject, best["predicate"], None, statement, "retraction",
                           None, [best["id"]], "high")
         return None
-    if _NEGATION.search(sentence):
+    if _NEGATION.search(re.sub(r",? but not .*$", "", sentence)):
         return None
     belief = _BELIEF.match(sentence.rstrip(".!"))
     if belief and quote:
@@ -279,7 +308,7 @@ def _sentence_claim(sentence: str, event: dict[str, Any], people: _People,
         parsed = _parse_rest(about[1])
         if parsed is None:
             return None
-        predicate, value, _, verb = parsed
+        predicate, value, _, verb, _ = parsed
         value = _clean_value(value, expr)
         statement = (f"{who[0] if who[0] != 'the user' else 'The user'} thinks "
                      f"{_statement(about[0], verb, value).rstrip('.')}, but it is not confirmed.")
@@ -296,13 +325,17 @@ def _sentence_claim(sentence: str, event: dict[str, Any], people: _People,
     body = re.sub(r"^(?:Also|So|Anyway|Update|Btw|By the way|Oh|Well|Heads up|FYI|Actually)"
                   r"[,:!.]?\s+", "", sentence)
     split = _split_subject(body, people, where)
-    if split is None or quote is None:
+    if quote is None:
+        return None
+    parsed = _parse_rest(split[1]) if split is not None else None
+    if parsed is None or parsed[4]:   # no pattern, or only the generic verb pattern
+        done = _completed(body, quote, expr)
+        if done is not None:
+            return done
+    if split is None or parsed is None:
         return None
     subject, rest = split
-    parsed = _parse_rest(rest)
-    if parsed is None:
-        return None
-    predicate, value, kind, verb = parsed
+    predicate, value, kind, verb, _ = parsed
     value = _clean_value(value, expr)
     if not value or len(value) > 120:
         return None
