@@ -123,8 +123,11 @@ def _main(args: argparse.Namespace) -> int:
             raise EvalError(str(exc)) from None
     heads = []
     for arm in names:
-        parts = [f"{t} {summary['metrics'][arm][t]['metrics'][S.PRIMARY[t]]['value']:.3f}"
-                 for t in S.TASKS if t in summary["metrics"][arm]]
+        parts = []
+        for t in S.TASKS:
+            entry = summary["metrics"][arm].get(t, {}).get("metrics", {}).get(S.PRIMARY[t])
+            if entry and entry["value"] is not None:
+                parts.append(f"{t} {entry['value']:.3f} (n={entry['n_rows']})")
         heads.append(f"{arm}: " + ", ".join(parts))
     print(f"eval {args.set}: {len(rows)} rows; " + "; ".join(heads) + f" -> {out}/report.md")
     return 0

@@ -144,10 +144,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler) -> dict[str, An
         error = exc
         attempts = exc.attempts
     seconds = time.perf_counter() - started
-    if result is None:
-        status = "failed"
-    else:
-        status = "first_try" if len(attempts) == 1 else "retry"
+    status = "failed" if result is None else "first_try" if len(attempts) == 1 else "retry"
     sample = {
         "id": row["id"], "episode": row["episode"], "task": task,
         "prompt_sha256": prompt_sha256(request.messages),
