@@ -130,3 +130,18 @@ def test_entry_script_shows_usage():
     done = subprocess.run([sys.executable, str(ROOT / "eval" / "run.py"), "--help"],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0 and "--arm" in done.stdout and "--into-receipt" in done.stdout
+
+
+def test_max_tokens_cap_applies_to_every_attempt(tiny_corpus):
+    from memworker.inference.backends import ReplayBackend
+
+    row = runner.load_eval_rows(tiny_corpus, "test")[0]
+    replay = ReplayBackend(["not json", ("{", "length")])
+    sample = runner.run_row(replay, row, runner.Sampler(max_tokens_cap=7))
+    assert [c["max_tokens"] for c in replay.calls] == [7, 7] and sample["max_tokens"] == 7
+    assert sample["status"] == "failed" and [a["raw"] for a in sample["attempts"]] == \
+        ["not json", "{"]
+    assert sample["error"]["type"] == "OutputTruncatedError"
+    assert sample["verdicts"]["metrics"]["schema_accepted"] == [0, 1]
+    uncapped = runner.run_row(ReplayBackend(["{}"] * 2), row, runner.Sampler())
+    assert uncapped["max_tokens"] > 7

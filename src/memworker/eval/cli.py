@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-ctx", type=int, default=4096, help="context window of every model arm")
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default ≤ 2)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="cap every attempt's max_tokens at N (default: the codec's bound from the "
+                        "request's schema); the same cap for every arm, recorded in the config")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -89,7 +92,7 @@ def _main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
-                      grammar=not args.no_grammar)
+                      grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),

@@ -74,7 +74,9 @@ class Sampler:
     threads: int | None = None
     grammar: bool = True
     retries: int = 1
-    max_tokens: str = "codec (memworker.inference.schema.max_tokens_for the request's schema)"
+    #: per-attempt cap on the codec's max_tokens (memworker.inference.schema.max_tokens_for the
+    #: request's schema); None = the codec's value. The same cap applies to every arm.
+    max_tokens_cap: int | None = None
 
 
 def make_backend(arm: Arm, sampler: Sampler) -> Any:
@@ -134,6 +136,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler) -> dict[str, An
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
+    if sampler.max_tokens_cap is not None:
+        request.max_tokens = min(request.max_tokens, sampler.max_tokens_cap)
     started = time.perf_counter()
     result, error = None, None
     try:
