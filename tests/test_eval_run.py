@@ -119,6 +119,14 @@ def test_run_interrupt_resume_summary_and_receipt(tiny_corpus, tmp_path):
                  str(out), "--resamples", "200", "--no-plots", "--no-progress"]) == 0
     again = json.loads((out / "summary.json").read_text())
     assert again["metrics"]["rules"] == summary["metrics"]["rules"]
+    lines = (out / runner.SAMPLES).read_bytes()
+    assert main(["--arm", "rules", "--arm", "never=rules", "--set", "test", "--corpus",
+                 str(tiny_corpus), "--out", str(out), "--resamples", "200", "--no-plots",
+                 "--no-run"]) == 0
+    assert (out / runner.SAMPLES).read_bytes() == lines   # nothing ran
+    partial = json.loads((out / "summary.json").read_text())
+    assert partial["schema"]["never"]["rows"] == 0 and partial["comparisons"][0]["rows"] == 0
+    assert f"`never` 0/{len(rows)}" in (out / "report.md").read_text()
 
 
 def test_receipt_must_exist(tmp_path):

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-model", default="judge", help="model name sent to the judge")
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
                    help="merge the summary into this receipt's `evaluation` section")
+    p.add_argument("--no-run", action="store_true",
+                   help="run nothing: re-grade and summarise the samples already in --out (an "
+                        "arm's missing rows are reported with their n)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -97,9 +100,11 @@ def _main(args: argparse.Namespace) -> int:
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", "utf-8")
+    if not args.no_run:
+        (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
+                                         "utf-8")
     speed = {}
-    for arm in arms:
+    for arm in [] if args.no_run else arms:
         record = runner.run_arm(arm, rows, out, sampler, progress=not args.no_progress)
         if record["rows_run"]:
             record["rows_per_s"] = round(record["rows_run"] / record["wall_seconds"], 4)

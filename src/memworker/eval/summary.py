@@ -175,7 +175,10 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{cfg['sampler']['temperature']}, seed {cfg['sampler']['seed']}, context "
              f"{cfg['sampler']['n_ctx']}, grammar {cfg['sampler']['grammar']}, one retry. "
              "Values: metric [95 % bootstrap interval over episodes] (n rows; num/den where "
-             "the unit is not a row). Failed rows count as zero credit.", ""]
+             "the unit is not a row). Failed rows count as zero credit.", "",
+             "Rows graded per arm: " + ", ".join(
+                 f"`{a}` {summary['schema'][a]['rows']}/{summary['rows']}" for a in arms)
+             + " (paired comparisons use the rows both arms ran).", ""]
     for task in (*TASKS, "all"):
         names: list[str] = []
         for arm in arms:
