@@ -28,7 +28,8 @@ def test_gguf_arm_end_to_end(tiny_corpus, tmp_path):
     out = tmp_path / "run"
     assert main(["--arm", f"base={gguf}", "--arm", "rules", "--set", "test", "--corpus",
                  str(tiny_corpus), "--out", str(out), "--limit", "3", "--n-ctx", "2048",
-                 "--threads", "2", "--resamples", "100", "--no-plots"]) == 0
+                 "--threads", "2", "--max-tokens", "256", "--resamples", "100",
+                 "--no-plots"]) == 0
     samples = [s for s in runner.read_samples(out / runner.SAMPLES) if s["arm"] == "base"]
     assert len(samples) == 3 and {s["task"] for s in samples} == {"extract", "consolidate",
                                                                     "reflect"}
