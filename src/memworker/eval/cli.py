@@ -103,6 +103,9 @@ def _main(args: argparse.Namespace) -> int:
     if not args.no_run:
         (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
                                          "utf-8")
+    elif (out / "config.json").is_file():   # the configuration the samples were made with
+        config = {**json.loads((out / "config.json").read_text("utf-8")),
+                  "resummarised_with": {"arms": config["arms"], "limit": args.limit}}
     speed = {}
     for arm in [] if args.no_run else arms:
         record = runner.run_arm(arm, rows, out, sampler, progress=not args.no_progress)

@@ -294,14 +294,18 @@ def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(7.2, 3.8), dpi=110)
     width = 0.8 / max(2 * len(arms), 1)
+    top = 1
     for k, arm in enumerate(arms):
         t = summary["temporal"][arm]
+        color = f"C{k % 10}"
         for j, stage in enumerate(("before", "after")):
             off = (2 * k + j - (2 * len(arms) - 1) / 2) * width
-            ax.bar([i + off for i in range(len(TEMPORAL_CLASSES))],
-                   [t[stage][c] for c in TEMPORAL_CLASSES], width,
-                   hatch="//" if stage == "before" else None, alpha=0.6 if j == 0 else 1.0,
-                   label=f"{arm} {stage} (pairs={t['pairs']})")
+            counts = [t[stage][c] for c in TEMPORAL_CLASSES]
+            top = max(top, *counts)
+            ax.bar([i + off for i in range(len(TEMPORAL_CLASSES))], counts, width, color=color,
+                   hatch="//" if stage == "before" else None, alpha=0.55 if j == 0 else 1.0,
+                   label=f"{arm} {stage} (dated pairs={t['pairs']})")
+    ax.set_ylim(0, top * 1.15)
     ax.set_xticks(range(len(TEMPORAL_CLASSES)), [c.replace("_", "\n") for c in TEMPORAL_CLASSES],
                   fontsize=8)
     ax.set_ylabel("matched claims")
