@@ -13,8 +13,6 @@ still fail after `repair_from_truth` and counts them by code in the manifest.
 from __future__ import annotations
 
 import json
-import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +20,8 @@ from typing import Any
 from memworker import contracts, temporal, verify, wire
 from memworker.corpus.behaviours import HEDGES
 from memworker.safety import contains_credential
+from memworker.textnorm import mentions as _mentions
+from memworker.textnorm import norm
 
 #: every code the audit can report (the manifest lists counts for these)
 CODES = (
@@ -82,21 +82,6 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.code}: {self.detail}"
-
-
-def norm(text: str | None) -> str:
-    """Normalised text for matching: NFKC, lower case, punctuation and extra spaces removed."""
-    if text is None:
-        return ""
-    text = unicodedata.normalize("NFKC", text).lower()
-    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
-
-
-def _mentions(text: str, phrase: str) -> bool:
-    """Whole-word, case-insensitive occurrence of `phrase` in `text` ("npm" not in "pnpm")."""
-    if not phrase:
-        return False
-    return re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text, re.I) is not None
 
 
 def _strings(obj: Any) -> list[str]:

@@ -1,0 +1,7 @@
+"""The evaluation stage: matched arms, deterministic grading against each row's truth, paired
+statistics (EVAL_SPEC). Entry script: `python eval/run.py` (see eval/README.md).
+
+Modules: `runner` (arms, samples.jsonl, resume), `rules` (the deterministic baseline arm),
+`grade` (verdicts per row), `stats` (bootstrap, McNemar, z-scores), `summary` (summary.json,
+report.md, plots, receipt), `judge` (optional LLM judge), `cli` (arguments).
+"""

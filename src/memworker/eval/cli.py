@@ -1,0 +1,144 @@
+"""`python eval/run.py`: arguments -> run every arm -> summary.json, report.md, plots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from memworker.eval import runner
+from memworker.eval.runner import Arm, EvalError, Sampler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="eval/run.py",
+        description="Matched evaluation: every arm over the same rows through the same codec, "
+                    "schema, sampler and context size; deterministic grades against each row's "
+                    "truth; paired statistics.")
+    p.add_argument("--arm", action="append", required=True, metavar="NAME=SPEC",
+                   help="an arm (repeat): NAME=path.gguf, NAME=ollama:MODEL, "
+                        "NAME=http://host:port/v1, or rules")
+    p.add_argument("--set", default="heldout", choices=runner.SETS,
+                   help="rows: the frozen held-out 64 (default), the test or val split, or the "
+                        "hand-written natural set")
+    p.add_argument("--corpus", default=None,
+                   help="frozen corpus folder (default data/corpus; data/natural for --set "
+                        "natural)")
+    p.add_argument("--out", required=True, help="output folder (resumes if samples exist)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    p.add_argument("--n-ctx", type=int, default=4096, help="context window of every model arm")
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default ≤ 2)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="cap every attempt's max_tokens at N (default: the codec's bound from the "
+                        "request's schema); the same cap for every arm, recorded in the config")
+    p.add_argument("--no-grammar", action="store_true",
+                   help="decode without the GBNF grammar (the codec still validates)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    p.add_argument("--judge-url", default=None,
+                   help="optional LLM judge: OpenAI-compatible base URL (…/v1)")
+    p.add_argument("--judge-model", default="judge", help="model name sent to the judge")
+    p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
+                   help="merge the summary into this receipt's `evaluation` section")
+    p.add_argument("--no-run", action="store_true",
+                   help="run nothing: re-grade and summarise the samples already in --out (an "
+                        "arm's missing rows are reported with their n)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _gguf_hashes(arms: list[Arm]) -> dict[str, Any]:
+    from memworker.hashing import sha256_file
+
+    return {a.name: {"path": a.target, "sha256": sha256_file(a.target)}
+            for a in arms if a.kind == "gguf" and Path(a.target).is_file()}
+
+
+def _corpus_identity(corpus: Path) -> dict[str, Any]:
+    from memworker.hashing import sha256_file
+
+    manifest = json.loads((corpus / "manifest.json").read_text("utf-8"))
+    return {"path": str(corpus), "manifest_sha256": sha256_file(corpus / "manifest.json"),
+            "generator_version": manifest.get("generator_version"),
+            "seed": manifest.get("seed"),
+            "heldout_sha256": manifest.get("files", {}).get("heldout.jsonl")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _main(args)
+    except EvalError as exc:
+        print(f"eval: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    from memworker.eval import summary as S
+    from memworker.prompts import template_hashes
+    from memworker.train.report import environment
+
+    arms = [runner.parse_arm(a) for a in args.arm]
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise EvalError(f"arm names must be unique, got {names}")
+    corpus = Path(args.corpus or (runner.DEFAULT_NATURAL if args.set == "natural"
+                                  else "data/corpus"))
+    rows = runner.load_eval_rows(corpus, args.set)
+    if args.limit is not None:
+        rows = rows[: args.limit]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
+                      grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
+    config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
+              "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
+              "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
+              "environment": environment()}
+    if not args.no_run:
+        (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
+                                         "utf-8")
+    elif (out / "config.json").is_file():   # the configuration the samples were made with
+        config = {**json.loads((out / "config.json").read_text("utf-8")),
+                  "resummarised_with": {"arms": config["arms"], "limit": args.limit}}
+    speed = {}
+    for arm in [] if args.no_run else arms:
+        record = runner.run_arm(arm, rows, out, sampler, progress=not args.no_progress)
+        if record["rows_run"]:
+            record["rows_per_s"] = round(record["rows_run"] / record["wall_seconds"], 4)
+        speed[arm.name] = record
+        print(f"arm {arm.name}: {record['rows_run']} rows run, {record['rows_skipped']} already "
+              f"done, {record.get('rows_per_s', '–')} rows/s", file=sys.stderr)
+    samples = runner.read_samples(out / runner.SAMPLES)
+    judge = None
+    if args.judge_url:
+        from memworker.eval.judge import run_judge
+
+        judge = run_judge(args.judge_url, args.judge_model, rows, samples, out, seed=args.seed)
+    summary = S.summarise(rows, samples, names, config=config, speed=speed,
+                          resamples=args.resamples, seed=args.seed, judge=judge)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n",
+                                      "utf-8")
+    (out / "report.md").write_text(S.report_markdown(summary), "utf-8")
+    if not args.no_plots:
+        S.plot(summary, out)
+    if args.into_receipt:
+        try:
+            S.merge_into_receipt(args.into_receipt, args.set, summary)
+        except (FileNotFoundError, ValueError) as exc:
+            raise EvalError(str(exc)) from None
+    heads = []
+    for arm in names:
+        parts = []
+        for t in S.TASKS:
+            entry = summary["metrics"][arm].get(t, {}).get("metrics", {}).get(S.PRIMARY[t])
+            if entry and entry["value"] is not None:
+                parts.append(f"{t} {entry['value']:.3f} (n={entry['n_rows']})")
+        heads.append(f"{arm}: " + ", ".join(parts))
+    print(f"eval {args.set}: {len(rows)} rows; " + "; ".join(heads) + f" -> {out}/report.md")
+    return 0

@@ -1,0 +1,274 @@
+"""Run arms over the same rows through the same codec; one `samples.jsonl` line per row and arm.
+
+Every arm runs each row through `memworker.inference.codec` (`prepare` + `run_request`: the same
+rendered prompt, dynamic schema, grammar, max tokens and one retry) with temperature 0 and one
+seed. The file is appended a line at a time, so an interrupted run resumes where it stopped:
+rows already in `samples.jsonl` for an arm are skipped.
+
+Arm specs (`--arm NAME=SPEC`): `NAME=path/to/model.gguf` (llama.cpp in process),
+`NAME=ollama:MODEL` (an Ollama server), `NAME=http://host:port/v1` (an OpenAI-compatible
+server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.eval.rules`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from memworker.eval.grade import grade
+from memworker.hashing import canonical_json, sha256_bytes
+from memworker.prompts import to_chatml
+
+SAMPLES = "samples.jsonl"
+SETS = ("heldout", "test", "val", "natural")
+DEFAULT_NATURAL = "data/natural"
+MAX_BACKEND_FAILURES = 3
+
+
+class EvalError(ValueError):
+    """An evaluation cannot start or continue; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    kind: str    # "gguf" | "ollama" | "openai" | "rules"
+    target: str  # path, model name, URL, or "" for rules
+
+    @property
+    def spec(self) -> str:
+        return {"gguf": self.target, "ollama": f"ollama:{self.target}",
+                "openai": self.target, "rules": "rules"}[self.kind]
+
+
+def parse_arm(text: str) -> Arm:
+    """`rules`, `NAME=rules`, `NAME=ollama:MODEL`, `NAME=http(s)://…`, `NAME=path.gguf`."""
+    if text == "rules":
+        return Arm("rules", "rules", "")
+    name, sep, spec = text.partition("=")
+    if not sep or not name or not spec:
+        raise EvalError(f"--arm {text!r}: expected NAME=SPEC (SPEC: a .gguf path, ollama:MODEL, "
+                        "http://host:port/v1 or rules), or just `rules`")
+    if not all(ch.isalnum() or ch in "-_." for ch in name):
+        raise EvalError(f"--arm {text!r}: the name may use letters, digits, '-', '_' and '.'")
+    if spec == "rules":
+        return Arm(name, "rules", "")
+    if spec.startswith("ollama:"):
+        return Arm(name, "ollama", spec[len("ollama:"):])
+    if spec.startswith(("http://", "https://")):
+        return Arm(name, "openai", spec)
+    if spec.endswith(".gguf"):
+        return Arm(name, "gguf", spec)
+    raise EvalError(f"--arm {text!r}: {spec!r} is not a .gguf path, ollama:MODEL, an http(s) URL "
+                    "or rules")
+
+
+@dataclass(frozen=True)
+class Sampler:
+    temperature: float = 0.0
+    seed: int = 0
+    n_ctx: int = 4096
+    threads: int | None = None
+    grammar: bool = True
+    retries: int = 1
+    #: per-attempt cap on the codec's max_tokens (memworker.inference.schema.max_tokens_for the
+    #: request's schema); None = the codec's value. The same cap applies to every arm.
+    max_tokens_cap: int | None = None
+
+
+def make_backend(arm: Arm, sampler: Sampler) -> Any:
+    from memworker.inference import backends
+
+    if arm.kind == "rules":
+        from memworker.eval.rules import RulesBackend
+
+        return RulesBackend()
+    if arm.kind == "gguf":
+        if not Path(arm.target).is_file():
+            raise EvalError(f"arm {arm.name}: GGUF file not found: {arm.target} (export one with "
+                            "`python export/run.py`, or use the embedded base: `python -c \"from "
+                            "memworker.registry import embedded_gguf_path; "
+                            "print(embedded_gguf_path())\"`)")
+        return backends.LlamaCppBackend(arm.target, n_ctx=sampler.n_ctx,
+                                        n_threads=sampler.threads, seed=sampler.seed)
+    if arm.kind == "ollama":
+        return backends.OllamaBackend(arm.target, num_ctx=sampler.n_ctx)
+    return backends.OpenAICompatBackend(arm.target)
+
+
+def close_backend(backend: Any) -> None:
+    llm = getattr(backend, "llm", None)
+    if llm is not None and hasattr(llm, "close"):
+        llm.close()
+
+
+def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
+    """Canonical rows of an evaluation set: `heldout` (the corpus's frozen 64), `test`, `val`,
+    or `natural` (the test split of a hand-written set frozen like a corpus)."""
+    from memworker.corpus import CorpusIntegrityError, load_rows
+
+    if set_name not in SETS:
+        raise EvalError(f"unknown set {set_name!r}; expected one of {SETS}")
+    root = Path(corpus)
+    if not (root / "manifest.json").is_file():
+        hint = ("build it with `python corpus/build.py --out data/corpus --seed 13`"
+                if set_name != "natural" else "freeze the natural set first (see its README)")
+        raise EvalError(f"no corpus at {root} (no manifest.json): {hint}")
+    split = {"heldout": "heldout", "natural": "test"}.get(set_name, set_name)
+    try:
+        return load_rows(root, split, form="canonical")
+    except CorpusIntegrityError as exc:
+        raise EvalError(str(exc)) from None
+
+
+def prompt_sha256(messages: list[dict[str, str]]) -> str:
+    return sha256_bytes(to_chatml(messages).encode("utf-8"))
+
+
+def run_row(backend: Any, row: dict[str, Any], sampler: Sampler) -> dict[str, Any]:
+    """One row through the codec with `backend`; the sample (without the arm name). Backend
+    errors propagate (they are not the model's answer)."""
+    from memworker.inference import codec
+
+    task, inputs = row["task"], row["input"]
+    bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
+    request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
+    if sampler.max_tokens_cap is not None:
+        request.max_tokens = min(request.max_tokens, sampler.max_tokens_cap)
+    started = time.perf_counter()
+    result, error = None, None
+    try:
+        result = codec.run_request(bound, request, temperature=sampler.temperature,
+                                   seed=sampler.seed, retries=sampler.retries)
+        attempts = result.attempts
+    except codec.CodecError as exc:
+        error = exc
+        attempts = exc.attempts
+    seconds = time.perf_counter() - started
+    status = "failed" if result is None else "first_try" if len(attempts) == 1 else "retry"
+    sample = {
+        "id": row["id"], "episode": row["episode"], "task": task,
+        "prompt_sha256": prompt_sha256(request.messages),
+        "schema_sha256": sha256_bytes(canonical_json(request.schema)),
+        "max_tokens": request.max_tokens,
+        "attempts": [asdict(a) for a in attempts],
+        "status": status,
+        "error": None if error is None else {"type": type(error).__name__, "kind": error.kind,
+                                              "message": str(error)},
+        "output": None if result is None else result.output,
+        "wire": None if result is None else result.wire,
+        "diagnostics": [] if result is None else result.diagnostics,
+        "seconds": round(seconds, 4),
+    }
+    sample["verdicts"] = grade_sample(row, sample)
+    return sample
+
+
+def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
+    accepted = sample["attempts"][-1]["raw"] if sample["output"] is not None else None
+    return grade(row, status=sample["status"], output=sample["output"], raw=accepted,
+                 diagnostics=sample["diagnostics"],
+                 raw_outputs=[a["raw"] for a in sample["attempts"]])
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """Samples in `path`; a last line cut off by an interruption is dropped (and the file
+    rewritten without it) so that the row runs again."""
+    if not path.is_file():
+        return []
+    good, lines, cut = [], path.read_bytes().splitlines(keepends=True), False
+    for n, line in enumerate(lines):
+        try:
+            good.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n != len(lines) - 1:
+                raise EvalError(f"{path}: line {n + 1} is not JSON; the file is damaged "
+                                "(remove it to start over)") from None
+            cut = True
+    if cut or (lines and not lines[-1].endswith(b"\n")):
+        path.write_bytes(b"".join(canonical_json(s) + b"\n" for s in good))
+    return good
+
+
+def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sampler, *,
+            progress: bool = True, backend: Any = None) -> dict[str, Any]:
+    """Run `arm` over the rows it has no sample for yet; append samples. Returns this
+    invocation's speed record for the arm."""
+    path = out_dir / SAMPLES
+    done = {s["id"] for s in read_samples(path) if s["arm"] == arm.name}
+    todo = [r for r in rows if r["id"] not in done]
+    record = {"arm": arm.name, "rows_run": 0, "rows_skipped": len(rows) - len(todo),
+              "wall_seconds": 0.0}
+    if not todo:
+        return record
+    from memworker.inference.backends import BackendError
+
+    own = backend is None
+    backend = make_backend(arm, sampler) if own else backend
+    bar = _bar(len(todo), arm.name, progress)
+    started = time.perf_counter()
+    failures: list[str] = []
+    try:
+        with open(path, "ab") as fh:
+            for row in todo:
+                try:
+                    sample = run_row(backend, row, sampler)
+                except BackendError as exc:
+                    failures.append(f"{row['id']}: {exc}")
+                    if len(failures) >= MAX_BACKEND_FAILURES:
+                        raise EvalError(f"arm {arm.name}: the backend failed "
+                                        f"{len(failures)} rows in a row; last: {exc}") from None
+                    bar.update(1)
+                    continue
+                if failures:  # an isolated backend failure is the arm's failure on that row
+                    for line in failures:
+                        fh.write(canonical_json(_backend_failure(arm, rows, line)) + b"\n")
+                    failures = []
+                sample = {"arm": arm.name, **sample}
+                fh.write(canonical_json(sample) + b"\n")
+                fh.flush()
+                record["rows_run"] += 1
+                bar.update(1)
+            if failures and len(failures) < MAX_BACKEND_FAILURES:
+                for line in failures:
+                    fh.write(canonical_json(_backend_failure(arm, rows, line)) + b"\n")
+    finally:
+        bar.close()
+        record["wall_seconds"] = round(time.perf_counter() - started, 3)
+        if own:
+            close_backend(backend)
+    return record
+
+
+def _backend_failure(arm: Arm, rows: list[dict[str, Any]], line: str) -> dict[str, Any]:
+    row_id, _, message = line.partition(": ")
+    row = next(r for r in rows if r["id"] == row_id)
+    sample = {"arm": arm.name, "id": row_id, "episode": row["episode"], "task": row["task"],
+              "prompt_sha256": None, "schema_sha256": None, "max_tokens": None,
+              "attempts": [], "status": "failed",
+              "error": {"type": "BackendError", "kind": "backend", "message": message},
+              "output": None, "wire": None, "diagnostics": [], "seconds": 0.0}
+    sample["verdicts"] = grade(row, status="failed", output=None)
+    return sample
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _bar(total: int, name: str, progress: bool) -> Any:
+    if not progress:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError as exc:
+        raise EvalError("tqdm is not installed: pip install 'memworker[eval]' (or pass "
+                        "--no-progress)") from exc
+    return tqdm(total=total, desc=f"arm {name}", unit="row", dynamic_ncols=True)

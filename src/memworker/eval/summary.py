@@ -1,0 +1,340 @@
+"""From samples to `summary.json`, `report.md`, PNG plots, and the release receipt's section.
+
+Samples are re-graded here from their stored outputs (so a grader fix applies to old runs);
+metrics are ratios of sums with a 95 % cluster-bootstrap interval (clusters = episodes), and
+every pair of arms is compared on the rows both ran (paired bootstrap of the difference, exact
+McNemar for binary outcomes). n is reported beside every number: rows, and the denominator
+(claims, facts) where a metric is not a rate over rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from memworker.eval import stats
+from memworker.eval.grade import (
+    BINARY_METRICS,
+    METRIC_HELP,
+    PRIMARY,
+    SAFETY_COUNTERS,
+    TEMPORAL_CLASSES,
+    primary_score,
+)
+from memworker.eval.runner import grade_sample
+
+TASKS = ("extract", "consolidate", "reflect")
+REFERENCE_RANK = {"base": 0, "rules": 1}
+LIMITATION_JUDGE = (
+    "An LLM judge is a model's opinion, not ground truth: it can be wrong, biased toward "
+    "fluent or long answers and toward its own family's style, and its verdicts change with the "
+    "judge model, prompt and sampler. It is recorded beside, never instead of, the deterministic "
+    "grades.")
+
+
+def comparison_pairs(arms: list[str]) -> list[tuple[str, str]]:
+    """Every pair (a, b) of arms, reported as a - b: an arm named `base`, then one named `rules`,
+    is always the subtrahend; otherwise the arm named later minus the one named earlier (so
+    `--arm base=… --arm student=… --arm rules` gives student - base, rules - base and
+    student - rules)."""
+    def rank(arm: str) -> tuple[int, int]:
+        return REFERENCE_RANK.get(arm, 2), arms.index(arm)
+    return [(b, a) if rank(a) < rank(b) else (a, b) for a, b in combinations(arms, 2)]
+
+
+def _fmt_ci(ci: list[float] | None) -> str:
+    return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
+              config: dict[str, Any], speed: dict[str, Any] | None = None,
+              resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0,
+              judge: dict[str, Any] | None = None) -> dict[str, Any]:
+    by_id = {r["id"]: r for r in rows}
+    graded: dict[str, dict[str, dict[str, Any]]] = {a: {} for a in arms}
+    seconds: dict[str, list[tuple[str, float]]] = {a: [] for a in arms}
+    for s in samples:
+        if s["arm"] in graded and s["id"] in by_id:
+            graded[s["arm"]][s["id"]] = grade_sample(by_id[s["id"]], s)
+            seconds[s["arm"]].append((s["task"], s["seconds"]))
+    metrics: dict[str, Any] = {}
+    temporal: dict[str, Any] = {}
+    safety: dict[str, Any] = {}
+    schema: dict[str, Any] = {}
+    for arm in arms:
+        v = graded[arm]
+        metrics[arm] = {}
+        for task in (*TASKS, "all"):
+            ids = [i for i in v if task == "all" or by_id[i]["task"] == task]
+            names = sorted({m for i in ids for m in v[i]["metrics"]})
+            if task == "all":
+                names = ["schema_first_try", "schema_accepted"]
+            block = {}
+            for m in names:
+                have = [i for i in ids if m in v[i]["metrics"]]
+                pairs = [v[i]["metrics"][m] for i in have]
+                value = stats.ratio(pairs)
+                block[m] = {"value": value, "n_rows": len(have),
+                            "num": sum(p[0] for p in pairs), "den": sum(p[1] for p in pairs),
+                            "ci": stats.cluster_bootstrap(
+                                pairs, [by_id[i]["episode"] for i in have],
+                                resamples=resamples, seed=seed)}
+            if ids:
+                metrics[arm][task] = {"rows": len(ids), "metrics": block}
+        ex = [v[i] for i in v if by_id[i]["task"] == "extract"]
+        temporal[arm] = {
+            "pairs": sum(x["temporal"]["pairs"] for x in ex),
+            "before": {c: sum(x["temporal"]["before"].get(c, 0) for x in ex)
+                       for c in TEMPORAL_CLASSES},
+            "after": {c: sum(x["temporal"]["after"].get(c, 0) for x in ex)
+                      for c in TEMPORAL_CLASSES},
+            "rows": len(ex)}
+        safety[arm] = {c: sum(x["safety"][c] for x in v.values()) for c in SAFETY_COUNTERS}
+        safety[arm]["secrets_written_before_codec"] = sum(
+            x["safety_raw"]["secrets_written"] for x in v.values())
+        safety[arm]["rows"] = len(v)
+        schema[arm] = {**{k: Counter(x["schema"] for x in v.values())[k]
+                          for k in ("first_try", "retry", "failed")}, "rows": len(v)}
+    comparisons = []
+    for a, b in comparison_pairs(arms):
+        common = sorted(set(graded[a]) & set(graded[b]))
+        entry = {"a": a, "b": b, "label": f"{a} - {b}", "rows": len(common), "tasks": {}}
+        for task in (*TASKS, "all"):
+            ids = [i for i in common if task == "all" or by_id[i]["task"] == task]
+            if not ids:
+                continue
+            names = (["schema_first_try", "schema_accepted"] if task == "all" else
+                     sorted({m for i in ids for m in graded[a][i]["metrics"]}))
+            block = {}
+            for m in names:
+                have = [i for i in ids if m in graded[a][i]["metrics"]
+                        and m in graded[b][i]["metrics"]]
+                pa = [graded[a][i]["metrics"][m] for i in have]
+                pb = [graded[b][i]["metrics"][m] for i in have]
+                ra, rb = stats.ratio(pa), stats.ratio(pb)
+                clusters = [by_id[i]["episode"] for i in have]
+                item = {"a": ra, "b": rb, "n_rows": len(have),
+                        "n_episodes": len(set(clusters)),
+                        "diff": None if ra is None or rb is None else ra - rb,
+                        "ci": stats.paired_bootstrap(pa, pb, clusters, resamples=resamples,
+                                                     seed=seed)}
+                if m in BINARY_METRICS and have:
+                    item["mcnemar"] = stats.mcnemar_exact([int(p[0]) for p in pa],
+                                                          [int(p[0]) for p in pb])
+                block[m] = item
+            entry["tasks"][task] = block
+        comparisons.append(entry)
+    z = {}
+    for task in TASKS:
+        scores = {arm: {i: primary_score(x) for i, x in graded[arm].items()
+                        if x["task"] == task} for arm in arms}
+        z[task] = {"metric": PRIMARY[task], "arms": stats.zscores(scores)}
+    speed_out = {}
+    for arm in arms:
+        secs = [t for _, t in seconds[arm]]
+        speed_out[arm] = {"rows": len(secs), "seconds_total": round(sum(secs), 3),
+                          "rows_per_s": round(len(secs) / sum(secs), 4) if sum(secs) else None,
+                          "p50_seconds": {task: round(median(ts), 3) for task in TASKS
+                                          if (ts := [t for k, t in seconds[arm] if k == task])},
+                          **({"this_invocation": speed[arm]} if speed and arm in speed else {})}
+    out = {"config": config, "arms": arms, "rows": len(rows),
+           "episodes": len({r["episode"] for r in rows}),
+           "rows_per_task": dict(Counter(r["task"] for r in rows)),
+           "metrics": metrics, "metric_help": METRIC_HELP, "schema": schema,
+           "temporal": temporal, "safety": safety, "comparisons": comparisons,
+           "zscores": z, "speed": speed_out,
+           "statistics": {"interval": "95 % percentile bootstrap, episodes resampled",
+                          "resamples": resamples, "seed": seed,
+                          "mcnemar": "exact two-sided (binomial, p = 1/2, discordant pairs)"}}
+    if judge is not None:
+        out["judge"] = {**judge, "limitation": LIMITATION_JUDGE}
+    return out
+
+
+# --- report.md ----------------------------------------------------------------------------------
+
+def _value(entry: dict[str, Any]) -> str:
+    if entry["value"] is None:
+        return "–"
+    n = f"n={entry['n_rows']}"
+    if entry["den"] != entry["n_rows"]:
+        n += f", {entry['num']:g}/{entry['den']:g}"
+    return f"{entry['value']:.3f} {_fmt_ci(entry['ci'])} ({n})"
+
+
+def report_markdown(summary: dict[str, Any]) -> str:
+    arms = summary["arms"]
+    cfg = summary["config"]
+    lines = [f"# Evaluation: set `{cfg.get('set')}` ({summary['rows']} rows, "
+             f"{summary['episodes']} episodes)", "",
+             f"Arms: {', '.join(f'`{a}`' for a in arms)}. Sampler: temperature "
+             f"{cfg['sampler']['temperature']}, seed {cfg['sampler']['seed']}, context "
+             f"{cfg['sampler']['n_ctx']}, grammar {cfg['sampler']['grammar']}, one retry. "
+             "Values: metric [95 % bootstrap interval over episodes] (n rows; num/den where "
+             "the unit is not a row). Failed rows count as zero credit.", "",
+             "Rows graded per arm: " + ", ".join(
+                 f"`{a}` {summary['schema'][a]['rows']}/{summary['rows']}" for a in arms)
+             + " (paired comparisons use the rows both arms ran).", ""]
+    for task in (*TASKS, "all"):
+        names: list[str] = []
+        for arm in arms:
+            for m in summary["metrics"][arm].get(task, {}).get("metrics", {}):
+                if m not in names:
+                    names.append(m)
+        if not names:
+            continue
+        lines += [f"## {task}", "", "| metric | " + " | ".join(arms) + " |",
+                  "|---|" + "---|" * len(arms)]
+        for m in names:
+            cells = [_value(summary["metrics"][arm][task]["metrics"][m])
+                     if m in summary["metrics"][arm].get(task, {}).get("metrics", {}) else "–"
+                     for arm in arms]
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["## Paired differences", "",
+              "| pair | task | metric | a | b | a − b [95 % CI] | McNemar p (a only / b only) "
+              "| n rows (episodes) |", "|---|---|---|---|---|---|---|---|"]
+    for comp in summary["comparisons"]:
+        for task, block in comp["tasks"].items():
+            for m, item in block.items():
+                if item["diff"] is None:
+                    continue
+                mc = item.get("mcnemar")
+                mcs = f"{mc['p']:.3g} ({mc['a_only']}/{mc['b_only']})" if mc else "–"
+                lines.append(f"| {comp['label']} | {task} | {m} | {item['a']:.3f} | "
+                             f"{item['b']:.3f} | {item['diff']:+.3f} {_fmt_ci(item['ci'])} | "
+                             f"{mcs} | {item['n_rows']} ({item['n_episodes']}) |")
+    lines += ["", "## Schema", "", "| arm | first try | after retry | failed | rows |",
+              "|---|---|---|---|---|"]
+    for arm in arms:
+        s = summary["schema"][arm]
+        lines.append(f"| {arm} | {s['first_try']} | {s['retry']} | {s['failed']} | {s['rows']} |")
+    lines += ["", "## Temporal errors (matched claims; before → after the codec's normalisation)",
+              "", "| arm | dated pairs | " + " | ".join(TEMPORAL_CLASSES) + " |",
+              "|---|---|" + "---|" * len(TEMPORAL_CLASSES)]
+    for arm in arms:
+        t = summary["temporal"][arm]
+        cells = [f"{t['before'][c]} → {t['after'][c]}" for c in TEMPORAL_CLASSES]
+        lines.append(f"| {arm} | {t['pairs']} | " + " | ".join(cells) + " |")
+    lines += ["", "## Safety (counts; each should be 0)", "",
+              "| arm | " + " | ".join(SAFETY_COUNTERS) + " | secrets written (before codec) "
+              "| rows |", "|---|" + "---|" * (len(SAFETY_COUNTERS) + 2)]
+    for arm in arms:
+        s = summary["safety"][arm]
+        lines.append(f"| {arm} | " + " | ".join(str(s[c]) for c in SAFETY_COUNTERS)
+                     + f" | {s['secrets_written_before_codec']} | {s['rows']} |")
+    lines += ["", "## Per-row z-scores across arms (secondary view)", "",
+              "| task (score) | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for task, block in summary["zscores"].items():
+        cells = [("–" if block["arms"][a]["mean_z"] is None else
+                  f"{block['arms'][a]['mean_z']:+.3f}") + f" (n={block['arms'][a]['n']})"
+                 for a in arms]
+        lines.append(f"| {task} ({block['metric']}) | " + " | ".join(cells) + " |")
+    lines += ["", "## Speed (this machine; upper bounds on a shared machine)", "",
+              "| arm | rows | rows/s | p50 s extract | p50 s consolidate | p50 s reflect |",
+              "|---|---|---|---|---|---|"]
+    for arm in arms:
+        sp = summary["speed"][arm]
+        p50 = [str(sp["p50_seconds"].get(t, "–")) for t in TASKS]
+        lines.append(f"| {arm} | {sp['rows']} | {sp['rows_per_s']} | " + " | ".join(p50) + " |")
+    if "judge" in summary:
+        j = summary["judge"]
+        lines += ["", "## LLM judge (separate measurement)", "",
+                  f"Judge: `{j.get('url')}` model `{j.get('model')}`. {j['limitation']}", "",
+                  "| arm | judged same | judged | rows |", "|---|---|---|---|"]
+        for arm, item in j.get("arms", {}).items():
+            lines.append(f"| {arm} | {item['same']} | {item['judged']} | {item['rows']} |")
+    lines += ["", "## Metric definitions", ""]
+    lines += [f"- `{k}`: {v}" for k, v in METRIC_HELP.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --- plots --------------------------------------------------------------------------------------
+
+def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
+    """`tasks.png` (primary metric per task, bars per arm with 95 % intervals) and
+    `temporal.png` (temporal error classes per arm, before and after the codec)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = summary["arms"]
+    paths = []
+    fig, ax = plt.subplots(figsize=(7.2, 3.8), dpi=110)
+    width = 0.8 / max(len(arms), 1)
+    for k, arm in enumerate(arms):
+        xs, ys, lo, hi = [], [], [], []
+        for t, task in enumerate(TASKS):
+            entry = summary["metrics"][arm].get(task, {}).get("metrics", {}).get(PRIMARY[task])
+            if not entry or entry["value"] is None:
+                continue
+            ci = entry["ci"] or [entry["value"], entry["value"]]
+            xs.append(t + (k - (len(arms) - 1) / 2) * width)
+            ys.append(entry["value"])
+            lo.append(entry["value"] - ci[0])
+            hi.append(ci[1] - entry["value"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=arm)
+    ax.set_xticks(range(len(TASKS)),
+                  [f"{t}\n({PRIMARY[t]}, n={summary['rows_per_task'].get(t, 0)})" for t in TASKS],
+                  fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("score (95 % bootstrap interval)")
+    ax.set_title(f"set {summary['config'].get('set')}: primary metric per task")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    paths.append(out_dir / "tasks.png")
+    fig.savefig(paths[-1], metadata={"Software": None})
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7.2, 3.8), dpi=110)
+    width = 0.8 / max(2 * len(arms), 1)
+    top = 1
+    for k, arm in enumerate(arms):
+        t = summary["temporal"][arm]
+        color = f"C{k % 10}"
+        for j, stage in enumerate(("before", "after")):
+            off = (2 * k + j - (2 * len(arms) - 1) / 2) * width
+            counts = [t[stage][c] for c in TEMPORAL_CLASSES]
+            top = max(top, *counts)
+            ax.bar([i + off for i in range(len(TEMPORAL_CLASSES))], counts, width, color=color,
+                   hatch="//" if stage == "before" else None, alpha=0.55 if j == 0 else 1.0,
+                   label=f"{arm} {stage} (dated pairs={t['pairs']})")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_xticks(range(len(TEMPORAL_CLASSES)), [c.replace("_", "\n") for c in TEMPORAL_CLASSES],
+                  fontsize=8)
+    ax.set_ylabel("matched claims")
+    ax.set_title("temporal errors before / after the codec's normalisation")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    paths.append(out_dir / "temporal.png")
+    fig.savefig(paths[-1], metadata={"Software": None})
+    plt.close(fig)
+    return paths
+
+
+# --- receipt ------------------------------------------------------------------------------------
+
+def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any]) -> Path:
+    """Put `summary` under `evaluation[set_name]` of the receipt JSON at `path`; the rest of the
+    file is rewritten with the same dump (indent 2, sorted keys), so its other keys keep their
+    bytes."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"receipt not found: {p} (build the release receipt first, or "
+                                "leave out --into-receipt)")
+    doc = json.loads(p.read_text("utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError(f"{p} is not a JSON object")
+    section = doc.get("evaluation")
+    section = dict(section) if isinstance(section, dict) else {}
+    section[set_name] = summary
+    doc["evaluation"] = section
+    p.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", "utf-8")
+    return p

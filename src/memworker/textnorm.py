@@ -1,0 +1,33 @@
+"""Text normalisation for matching (one place; the corpus audit and the evaluator share it)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+
+def norm(text: str | None) -> str:
+    """Normalised text for matching: NFKC, lower case, punctuation and extra spaces removed."""
+    if text is None:
+        return ""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return " ".join(re.sub(r"[^\w\s]", " ", text).split())
+
+
+def mentions(text: str, phrase: str) -> bool:
+    """Whole-word, case-insensitive occurrence of `phrase` in `text` ("npm" not in "pnpm")."""
+    if not phrase:
+        return False
+    return re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text, re.I) is not None
+
+
+def stem(word: str) -> str:
+    """A crude stem for matching content words: plural and verb endings and a final "e" dropped
+    ("lives", "live", "lived", "living" -> "liv"); words stay at least 3 letters where they can."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word

@@ -1,0 +1,155 @@
+"""eval/run.py end to end with the rules arm on a tiny corpus: samples, resume after an
+interruption, summary, report, plots, receipt merge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memworker.eval import runner
+from memworker.eval.cli import main
+from memworker.eval.rules import RulesBackend
+from memworker.eval.summary import merge_into_receipt
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    from tests.fixtures.tiny import build_tiny_corpus
+
+    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("text,arm", [
+    ("rules", runner.Arm("rules", "rules", "")),
+    ("r2=rules", runner.Arm("r2", "rules", "")),
+    ("base=release/base-q8_0.gguf", runner.Arm("base", "gguf", "release/base-q8_0.gguf")),
+    ("s=ollama:mem-worker", runner.Arm("s", "ollama", "mem-worker")),
+    ("srv=http://127.0.0.1:8000/v1", runner.Arm("srv", "openai", "http://127.0.0.1:8000/v1")),
+])
+def test_parse_arm(text, arm):
+    assert runner.parse_arm(text) == arm
+
+
+@pytest.mark.parametrize("text", ["base", "=x.gguf", "b=model.bin", "a b=rules"])
+def test_parse_arm_refuses_unclear_specs(text):
+    with pytest.raises(runner.EvalError):
+        runner.parse_arm(text)
+
+
+def test_missing_corpus_says_how_to_build_it(tmp_path, capsys):
+    assert main(["--arm", "rules", "--corpus", str(tmp_path / "nope"), "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "python corpus/build.py" in capsys.readouterr().err
+
+
+class Interrupting:
+    """The rules backend, interrupted (as by Ctrl-C) when row number `at` starts."""
+
+    name = "rules"
+
+    def __init__(self, at: int):
+        self.rules, self.calls, self.at = RulesBackend(), 0, at
+
+    def bind(self, task, inputs):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.rules.bind(task, inputs)
+
+
+def test_run_interrupt_resume_summary_and_receipt(tiny_corpus, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    rows = runner.load_eval_rows(tiny_corpus, "test")
+    arm = runner.parse_arm("rules")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_arm(arm, rows, out, runner.Sampler(), progress=False, backend=Interrupting(4))
+    samples = runner.read_samples(out / runner.SAMPLES)
+    assert [s["id"] for s in samples] == [r["id"] for r in rows[:3]]
+    with open(out / runner.SAMPLES, "ab") as fh:   # killed in the middle of writing a line
+        fh.write(b'{"arm":"rules","id":"')
+
+    receipt = tmp_path / "release-receipt.json"
+    original = {"model": {"sha256": "ab" * 32}, "files": ["x", "y"], "evaluation": {"old": 1}}
+    receipt.write_text(json.dumps(original, indent=2, sort_keys=True) + "\n", "utf-8")
+    assert main(["--arm", "rules", "--arm", "again=rules", "--set", "test", "--corpus",
+                 str(tiny_corpus), "--out", str(out), "--resamples", "200",
+                 "--into-receipt", str(receipt)]) == 0
+
+    samples = runner.read_samples(out / runner.SAMPLES)
+    for name in ("rules", "again"):
+        ids = [s["id"] for s in samples if s["arm"] == name]
+        assert sorted(ids) == sorted(r["id"] for r in rows), name   # each row exactly once
+    s0 = samples[0]
+    assert len(s0["prompt_sha256"]) == 64 and s0["attempts"][0]["raw"].startswith("{")
+    assert s0["verdicts"]["schema"] == "first_try"
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["arms"] == ["rules", "again"]
+    assert summary["config"]["prompt_sha256"] and summary["config"]["sampler"]["temperature"] == 0
+    comp = summary["comparisons"][0]
+    assert comp["label"] == "again - rules"
+    diff = comp["tasks"]["reflect"]["reflect_correct"]
+    assert diff["diff"] == 0 and diff["mcnemar"]["p"] == 1.0 and diff["ci"] == [0.0, 0.0]
+    assert diff["n_rows"] == sum(r["task"] == "reflect" for r in rows)
+    ex = summary["metrics"]["rules"]["extract"]["metrics"]["extract_coverage"]
+    assert ex["n_rows"] >= 1 and ex["ci"] is not None and 0 <= ex["value"] <= 1
+    assert summary["speed"]["rules"]["rows"] == len(rows)
+    assert summary["speed"]["rules"]["this_invocation"]["rows_run"] == len(rows) - 3
+    report = (out / "report.md").read_text()
+    assert "## Paired differences" in report and "again - rules" in report
+    for png in ("tasks.png", "temporal.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+    merged = json.loads(receipt.read_text())
+    assert merged["evaluation"]["old"] == 1 and merged["evaluation"]["test"]["rows"] == len(rows)
+    rest = {k: v for k, v in merged.items() if k != "evaluation"}
+    assert json.dumps(rest, indent=2, sort_keys=True) == json.dumps(
+        {k: v for k, v in original.items() if k != "evaluation"}, indent=2, sort_keys=True)
+    assert receipt.read_text().startswith('{\n  "evaluation": {')
+
+    # a second run has nothing left to do and reports the same metrics
+    assert main(["--arm", "rules", "--set", "test", "--corpus", str(tiny_corpus), "--out",
+                 str(out), "--resamples", "200", "--no-plots", "--no-progress"]) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["metrics"]["rules"] == summary["metrics"]["rules"]
+    lines = (out / runner.SAMPLES).read_bytes()
+    assert main(["--arm", "rules", "--arm", "never=rules", "--set", "test", "--corpus",
+                 str(tiny_corpus), "--out", str(out), "--resamples", "200", "--no-plots",
+                 "--no-run"]) == 0
+    assert (out / runner.SAMPLES).read_bytes() == lines   # nothing ran
+    partial = json.loads((out / "summary.json").read_text())
+    assert partial["schema"]["never"]["rows"] == 0 and partial["comparisons"][0]["rows"] == 0
+    assert f"`never` 0/{len(rows)}" in (out / "report.md").read_text()
+
+
+def test_receipt_must_exist(tmp_path):
+    with pytest.raises(FileNotFoundError, match="build the release receipt"):
+        merge_into_receipt(tmp_path / "none.json", "heldout", {})
+
+
+def test_entry_script_shows_usage():
+    done = subprocess.run([sys.executable, str(ROOT / "eval" / "run.py"), "--help"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and "--arm" in done.stdout and "--into-receipt" in done.stdout
+
+
+def test_max_tokens_cap_applies_to_every_attempt(tiny_corpus):
+    from memworker.inference.backends import ReplayBackend
+
+    row = runner.load_eval_rows(tiny_corpus, "test")[0]
+    replay = ReplayBackend(["not json", ("{", "length")])
+    sample = runner.run_row(replay, row, runner.Sampler(max_tokens_cap=7))
+    assert [c["max_tokens"] for c in replay.calls] == [7, 7] and sample["max_tokens"] == 7
+    assert sample["status"] == "failed" and [a["raw"] for a in sample["attempts"]] == \
+        ["not json", "{"]
+    assert sample["error"]["type"] == "OutputTruncatedError"
+    assert sample["verdicts"]["metrics"]["schema_accepted"] == [0, 1]
+    uncapped = runner.run_row(ReplayBackend(["{}"] * 2), row, runner.Sampler())
+    assert uncapped["max_tokens"] > 7
