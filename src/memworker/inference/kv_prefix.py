@@ -17,7 +17,9 @@ Which prefixes: learned from the requests, not configured. When a prompt shares 
 that many (give or take `min_tokens`), the shared part is evaluated, saved, and the rest of the
 prompt evaluated after it. Identical prompts never store a whole prompt, so what is kept is what
 different requests share: system + task instructions (+ the few tokens after them that two
-requests happened to share). At most `max_entries` prefixes, least recently used dropped first.
+requests happened to share). At most `max_entries` prefixes and `max_bytes` of states, least
+recently used dropped first (a state is 2 × layers × KV heads × head dim × 2 bytes per token
+with the default f16 KV cache).
 
 Correctness: a restored state stands for its key tokens only; `Llama.generate` then keeps the
 longest common prefix of those with the new prompt and evaluates the rest, exactly as it does for
@@ -69,6 +71,7 @@ class _Entry:
 @dataclass
 class PrefixCache:
     max_entries: int = 8
+    max_bytes: int = 512 * 2**20
     min_tokens: int = 32
     history: int = 16
     entries: list[_Entry] = field(default_factory=list)   # most recently used last
@@ -150,7 +153,8 @@ class PrefixCache:
             state = (ctypes.c_uint8 * n).from_buffer_copy(state)
         self.entries.append(_Entry(key=toks[:length].copy(), state=state))
         self.stats.stored += 1
-        while len(self.entries) > self.max_entries:
+        while len(self.entries) > self.max_entries or (len(self.entries) > 1
+                                                         and self.nbytes() > self.max_bytes):
             self.entries.pop(0)
             self.stats.evicted += 1
         self.stats.store_s += time.perf_counter() - started
