@@ -23,6 +23,8 @@ than the ≈ 85 tok/s that the issue's absolute targets assume. Grammar overhead
 without / with the grammar (llama-cpp-python's sampler: "prefix"; argmax first: "after"),
 generation = wall − prompt evaluation. Grammar parse = llama.cpp parsing one request's GBNF
 (`llama_sampler_init_grammar`, done once per call): what reusing a parsed grammar could save.
+State copy = llama-cpp-python's `save_state`/`load_state` vs the KV-only sequence state that the
+prefix cache copies, for the longest stored prefix.
 """
 
 from __future__ import annotations
@@ -99,6 +101,36 @@ def grammar_parse_ms(llm, grammars: list[str]) -> float:
         sampler = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, gbnf.encode(), b"root")
         llama_cpp.llama_sampler_free(sampler)
     return (time.perf_counter() - started) * 1000 / len(grammars)
+
+
+def state_copy_ms(llm, tokens: list[int]) -> dict[str, float]:
+    """Copying the context after evaluating `tokens`: llama-cpp-python's `save_state` /
+    `load_state` (llama state + the logits array it keeps) vs the KV-only sequence state that
+    `PrefixCache` uses. Milliseconds and MiB."""
+    import ctypes
+
+    import llama_cpp
+
+    llm.reset()
+    llm.eval(tokens)
+    t0 = time.perf_counter()
+    state = llm.save_state()
+    t1 = time.perf_counter()
+    llm.load_state(state)
+    t2 = time.perf_counter()
+    ctx = llm._ctx.ctx
+    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+    buf = (ctypes.c_uint8 * size)()
+    t3 = time.perf_counter()
+    llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+    t4 = time.perf_counter()
+    llama_cpp.llama_state_seq_set_data(ctx, buf, size, 0)
+    t5 = time.perf_counter()
+    llm.reset()
+    return {"save_state_ms": (t1 - t0) * 1000, "load_state_ms": (t2 - t1) * 1000,
+            "save_state_mib": (state.llama_state_size + state.scores.nbytes) / 2**20,
+            "seq_get_ms": (t4 - t3) * 1000, "seq_set_ms": (t5 - t4) * 1000,
+            "seq_mib": size / 2**20}
 
 
 def _call(backend, request: codec.Request, grammar: bool):
@@ -231,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results, rate))
     print(f"grammar parse: {parse:.1f} ms per request grammar (llama_sampler_init_grammar)")
     after = backends["after"][0].prefix_cache
+    if after.entries:
+        key = max(after.entries, key=lambda e: len(e.key)).key.tolist()
+        c = state_copy_ms(first.llm, key)
+        print(f"state copy of the longest stored prefix ({len(key)} tokens): Llama.save_state "
+              f"{c['save_state_ms']:.0f} ms / load_state {c['load_state_ms']:.0f} ms "
+              f"({c['save_state_mib']:.1f} MiB with its logits array); KV-only sequence state "
+              f"get {c['seq_get_ms']:.1f} ms / set {c['seq_set_ms']:.1f} ms "
+              f"({c['seq_mib']:.1f} MiB)")
     print(f"prefix cache: {after.stats.stored} prefixes stored ({after.nbytes() / 2**20:.1f} MiB "
           f"held), {after.stats.hits} restores, {after.stats.restored_tokens} prompt tokens "
           f"not evaluated, {after.stats.restore_s * 1000:.0f} ms restoring, "
