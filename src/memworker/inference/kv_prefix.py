@@ -92,6 +92,8 @@ class PrefixCache:
     def prepare(self, llm: llama_cpp.Llama, tokens: Sequence[int]) -> None:
         """Before `Llama.generate(tokens)`: restore the stored prefix that shares the most tokens
         with `tokens` if it beats what the context already holds; learn a new shared prefix."""
+        if getattr(llm, "_is_recurrent", False) or getattr(llm, "_is_hybrid", False):
+            return  # recurrent state cannot be cut back to a prefix: nothing to reuse
         toks = np.asarray(tokens, dtype=np.intc)
         live = common_prefix(llm.input_ids[:llm.n_tokens], toks)
         best, best_len = None, 0
@@ -136,7 +138,8 @@ class PrefixCache:
     def _store(self, llm: llama_cpp.Llama, toks: np.ndarray, live: int, length: int) -> None:
         """Make the context hold exactly toks[:length], then save its KV cells."""
         if live >= length:
-            llm._ctx.kv_cache_seq_rm(-1, length, -1)
+            if not llm._ctx.kv_cache_seq_rm(-1, length, -1):
+                return
             llm.n_tokens = length
             llm._requires_eval = True
         else:
