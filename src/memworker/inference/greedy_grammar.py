@@ -109,9 +109,9 @@ class GreedyGrammarSampler:
         return int(np.argmax(self._all["logit"]))
 
     def close(self) -> None:
-        if self.grammar:
-            llama_cpp.llama_sampler_free(self.grammar)
-            self.grammar = None
+        grammar, self.grammar = getattr(self, "grammar", None), None
+        if grammar:
+            llama_cpp.llama_sampler_free(grammar)
 
     def __del__(self) -> None:
         self.close()
