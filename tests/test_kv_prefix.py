@@ -16,8 +16,6 @@ import pytest
 
 from memworker.inference import codec
 from memworker.inference.backends import BackendError, LlamaCppBackend
-from memworker.inference.greedy_grammar import GreedyGrammarSampler
-from memworker.inference.kv_prefix import common_prefix
 from memworker.inference.samples import SAMPLES
 from memworker.prompts import template
 from memworker.registry import embedded_gguf_path
@@ -26,6 +24,8 @@ MAX_TOKENS = 64  # enough to cover several JSON fields; keeps the slow tier shor
 
 
 def test_common_prefix():
+    from memworker.inference.kv_prefix import common_prefix
+
     a = np.array([1, 2, 3, 4], dtype=np.intc)
     assert common_prefix(a, np.array([1, 2, 9], dtype=np.intc)) == 2
     assert common_prefix(a, a[:2]) == 2
@@ -49,6 +49,7 @@ def vocab_model():
 
 def full_filter_greedy(llm, grammar: str, prefix: list[int], logits: np.ndarray) -> int:
     """llama-cpp-python's path: the grammar filters the whole vocabulary, greedy picks."""
+    import llama_cpp
     from llama_cpp._internals import LlamaSampler
     from llama_cpp.llama_grammar import LlamaGrammar
 
@@ -60,8 +61,6 @@ def full_filter_greedy(llm, grammar: str, prefix: list[int], logits: np.ndarray)
     data = np.zeros(len(logits), dtype=np.dtype([("id", np.intc), ("logit", np.single),
                                                  ("p", np.single)], align=True))
     data["id"], data["logit"] = np.arange(len(logits)), logits
-    import llama_cpp
-
     array = llama_cpp.llama_token_data_array(
         data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(logits), selected=-1,
         sorted=False)
@@ -77,6 +76,8 @@ def test_argmax_first_picks_what_full_filtering_picks(vocab_model):
     argmax-first sampler and llama.cpp's full-vocabulary filter + greedy pick the same token,
     whether the argmax is allowed, an allowed token is among the top 64 / 2,048, or only the
     whole vocabulary has one (ties at the boundary included)."""
+    from memworker.inference.greedy_grammar import GreedyGrammarSampler
+
     llm = vocab_model
     grammar = 'root ::= ("yes" | "no" | "maybe") " please"'
     rng = np.random.default_rng(0)
@@ -149,6 +150,8 @@ def test_cached_outputs_are_byte_identical_to_uncached(backends):
     requests = mixed_requests(backends["off"])
     reference = texts(backends["off"], requests)
     assert all(reference), reference
+    from memworker.inference.greedy_grammar import GreedyGrammarSampler
+
     assert texts(backends["prefix only"], requests) == reference
     cached = backends["prefix"]
     cached.prefix_cache.clear()
@@ -168,6 +171,8 @@ def test_cached_outputs_are_byte_identical_to_uncached(backends):
 
 @pytest.mark.slow
 def test_cache_reuses_only_what_a_changed_prefix_still_shares(backends):
+    from memworker.inference.kv_prefix import common_prefix
+
     off, cached = backends["off"], backends["prefix"]
     cache, llm = cached.prefix_cache, cached.llm
     cache.clear()
