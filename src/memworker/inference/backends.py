@@ -13,6 +13,16 @@ codec turns "length" into a truncation error, so nothing here hides a cut-off an
   chat template (for the registry bases that template renders exactly `prompts.to_chatml`; tested)
   and `grammar=LlamaGrammar.from_string(gbnf)`. Each grammar is first parsed by llama.cpp itself
   (`check_grammar`), because llama.cpp answers a bad grammar with a NULL sampler, not an error.
+  `kv_cache` chooses how much of the KV cache a request reuses: "prefix" (default) keeps the
+  shared prompt prefixes (system + task instructions) of recent requests and restores the best
+  one (`memworker.inference.kv_prefix`); "last" is llama-cpp-python's own reuse of the common
+  prefix with the previous prompt only; "off" evaluates every prompt from scratch.
+  `greedy_grammar` (default on) samples temperature-0 grammar requests argmax-first and filters
+  the vocabulary with the grammar only when it rejects the argmax
+  (`memworker.inference.greedy_grammar`). Outputs are byte-identical with every combination
+  (tests/test_kv_prefix.py). `extra_bufts` (default off) would let llama.cpp use its extra CPU
+  buffer types; with them, llama.cpp built with -march=native dies with SIGILL on AMX tile
+  instructions on this project's VMs (see `memworker.inference.llama_ext`).
 - `OllamaBackend`: the `ollama` client's `generate()` with `raw=True` and
   `prompt=to_chatml(messages)` (the exact training prompt; the Modelfile template is bypassed),
   `format=<schema>`, `think=False`, options temperature / seed / num_ctx / num_predict. Ollama has
@@ -82,10 +92,17 @@ class LlamaCppBackend:
 
     name = "llama.cpp"
 
+    KV_CACHE_MODES = ("prefix", "last", "off")
+
     def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 seed: int = 0, verbose: bool = False):
+                 seed: int = 0, verbose: bool = False, kv_cache: str = "prefix",
+                 greedy_grammar: bool = True, extra_bufts: bool = False):
+        if kv_cache not in self.KV_CACHE_MODES:
+            raise BackendError(f"kv_cache must be one of {', '.join(self.KV_CACHE_MODES)}, "
+                               f"not {kv_cache!r}")
         try:
-            from llama_cpp import Llama
+            from memworker.inference.kv_prefix import PrefixCache
+            from memworker.inference.llama_ext import Llama
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise BackendError("llama-cpp-python is not installed: pip install "
                                "'memworker[export]' (it compiles llama.cpp, ~10 min)") from exc
@@ -94,9 +111,13 @@ class LlamaCppBackend:
             raise BackendError(f"GGUF file not found: {path}")
         self.model_path = path
         self.n_ctx = n_ctx
+        self.kv_cache = kv_cache
+        self.prefix_cache = PrefixCache() if kv_cache == "prefix" else None
         try:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx,
-                             n_threads=n_threads or default_threads(), seed=seed, verbose=verbose)
+                             n_threads=n_threads or default_threads(), seed=seed,
+                             verbose=verbose, prefix_cache=self.prefix_cache,
+                             greedy_grammar=greedy_grammar, extra_bufts=extra_bufts)
         except ValueError as exc:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from None
         self._checked: set[str] = set()
@@ -142,6 +163,8 @@ class LlamaCppBackend:
         if grammar is not None:
             self.check_grammar(grammar)
             kwargs["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
+        if self.kv_cache == "off":
+            self.llm.reset()  # forget the previous prompt: the whole prompt is evaluated
         started = time.perf_counter()
         try:
             reply = self.llm.create_chat_completion(

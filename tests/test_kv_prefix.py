@@ -1,0 +1,213 @@
+"""Speed paths of LlamaCppBackend: prefix KV reuse (memworker.inference.kv_prefix) and the
+argmax-first grammar sampler (memworker.inference.greedy_grammar).
+
+The slow tests run the real embedded GGUF: the same mixed-task request sequence through a backend
+that evaluates every prompt from scratch with llama-cpp-python's own sampler (kv_cache="off",
+greedy_grammar=False), through the prefix cache alone and through prefix cache + argmax-first
+sampler must give byte-identical texts at temperature 0, and both paths must really have been
+used. A changed prompt prefix must reuse only the tokens that are still shared."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from memworker.inference import codec
+from memworker.inference.backends import BackendError, LlamaCppBackend
+from memworker.inference.samples import SAMPLES
+from memworker.prompts import template
+from memworker.registry import embedded_gguf_path
+
+MAX_TOKENS = 64  # enough to cover several JSON fields; keeps the slow tier short
+
+
+def test_common_prefix():
+    from memworker.inference.kv_prefix import common_prefix
+
+    a = np.array([1, 2, 3, 4], dtype=np.intc)
+    assert common_prefix(a, np.array([1, 2, 9], dtype=np.intc)) == 2
+    assert common_prefix(a, a[:2]) == 2
+    assert common_prefix(a, np.array([7], dtype=np.intc)) == 0
+    assert common_prefix(a, np.array([], dtype=np.intc)) == 0
+
+
+def test_unknown_kv_cache_mode_is_refused():
+    with pytest.raises(BackendError, match="kv_cache must be one of"):
+        LlamaCppBackend(embedded_gguf_path(), kv_cache="sometimes")
+
+
+@pytest.fixture(scope="module")
+def vocab_model():
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(embedded_gguf_path()), vocab_only=True, verbose=False)
+    yield llm
+    llm.close()
+
+
+def full_filter_greedy(llm, grammar: str, prefix: list[int], logits: np.ndarray) -> int:
+    """llama-cpp-python's path: the grammar filters the whole vocabulary, greedy picks."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaSampler
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    sampler = LlamaSampler()
+    sampler.add_grammar(llm._model, LlamaGrammar.from_string(grammar, verbose=False))
+    sampler.add_greedy()
+    for token in prefix:
+        sampler.accept(token)
+    data = np.zeros(len(logits), dtype=np.dtype([("id", np.intc), ("logit", np.single),
+                                                 ("p", np.single)], align=True))
+    data["id"], data["logit"] = np.arange(len(logits)), logits
+    array = llama_cpp.llama_token_data_array(
+        data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(logits), selected=-1,
+        sorted=False)
+    llama_cpp.llama_sampler_apply(sampler.sampler, ctypes.byref(array))
+    token = int(data["id"][array.selected])
+    sampler.close()
+    return token
+
+
+@pytest.mark.slow
+def test_argmax_first_picks_what_full_filtering_picks(vocab_model):
+    """Random logits with many ties (small integers), a grammar that allows a few words: the
+    argmax-first sampler and llama.cpp's full-vocabulary filter + greedy pick the same token,
+    whether the argmax is allowed, an allowed token is among the top 64 / 2,048, or only the
+    whole vocabulary has one (ties at the boundary included)."""
+    from memworker.inference.greedy_grammar import GreedyGrammarSampler
+
+    llm = vocab_model
+    grammar = 'root ::= ("yes" | "no" | "maybe") " please"'
+    rng = np.random.default_rng(0)
+    n_vocab = llm.n_vocab()
+    yes = llm.tokenize(b"yes", add_bos=False, special=False)
+    assert len(yes) == 1
+    paths = {"argmax": 0, "top": 0, "full": 0}
+    for trial in range(200):
+        prefix = [] if trial % 2 == 0 else yes  # after "yes" only " please" may follow
+        allowed = (llm.tokenize(b" please", add_bos=False, special=False) if prefix
+                   else llm.tokenize(b"no", add_bos=False, special=False))[0]
+        logits = rng.integers(-3, 3, size=n_vocab).astype(np.single)  # ties everywhere
+        kind = trial // 2 % 5
+        if kind == 0:      # the allowed token is the argmax
+            logits[allowed] = 10.0
+        elif kind == 1:    # a (probably) disallowed argmax, the allowed token second
+            logits[rng.integers(n_vocab)] = 10.0
+            logits[allowed] = 9.0
+        elif kind == 2:    # 500 tokens above the allowed one: among the top 2,048, not the top 64
+            logits[rng.choice(n_vocab, 500, replace=False)] = 10.0
+            logits[allowed] = 9.0
+        elif kind == 3:    # allowed tokens tie for second place: the lowest id wins
+            logits[rng.integers(n_vocab)] = 10.0
+            logits[allowed] = 9.0
+            if not prefix:
+                logits[[yes[0], llm.tokenize(b"maybe", add_bos=False, special=False)[0]]] = 9.0
+        # kind 4: random logits, allowed tokens tie with thousands of others
+        sampler = GreedyGrammarSampler(llm._model.vocab, n_vocab, grammar)
+        for token in prefix:
+            sampler.accept(token)
+        got = sampler.choose(logits)
+        assert got == full_filter_greedy(llm, grammar, prefix, logits), (trial, kind)
+        paths["full" if sampler.full_passes else "top" if sampler.top_passes else "argmax"] += 1
+        sampler.close()
+    assert all(paths.values()), paths  # every path taken at least once
+
+
+def mixed_requests(backend) -> list[codec.Request]:
+    """e0 c0 r0 e1 c1 r1 e2 c2 r2 e0 c0 r0: tasks alternate on every call."""
+    order = [(task, i) for i in (0, 1, 2, 0) for task in ("extract", "consolidate", "reflect")]
+    return [codec.prepare(task, SAMPLES[task][i], backend=backend, budget_tokens=240)
+            for task, i in order]
+
+
+def texts(backend, requests, messages=None) -> list[str]:
+    out = []
+    for k, request in enumerate(requests):
+        gen = backend.generate(messages[k] if messages else request.messages,
+                               schema=request.schema, grammar=request.grammar,
+                               max_tokens=min(request.max_tokens, MAX_TOKENS))
+        out.append(gen.text)
+    return out
+
+
+MODES = {"off": ("off", False), "prefix only": ("prefix", False), "prefix": ("prefix", True)}
+
+
+@pytest.fixture(scope="module")
+def backends():
+    made = {name: LlamaCppBackend(embedded_gguf_path(), n_ctx=2048, n_threads=2, kv_cache=kv,
+                                  greedy_grammar=greedy)
+            for name, (kv, greedy) in MODES.items()}
+    yield made
+    for backend in made.values():
+        backend.llm.close()
+
+
+@pytest.mark.slow
+def test_cached_outputs_are_byte_identical_to_uncached(backends):
+    requests = mixed_requests(backends["off"])
+    reference = texts(backends["off"], requests)
+    assert all(reference), reference
+    from memworker.inference.greedy_grammar import GreedyGrammarSampler
+
+    assert texts(backends["prefix only"], requests) == reference
+    cached = backends["prefix"]
+    cached.prefix_cache.clear()
+    before = cached.prefix_cache.stats.hits
+    assert texts(cached, requests) == reference
+    sampler = cached.llm._sampler
+    assert isinstance(sampler, GreedyGrammarSampler)
+    assert sampler.tokens > 0 and sampler.full_passes < sampler.tokens
+    stats = cached.prefix_cache.stats
+    # one shared prefix per task learned on the task's 2nd request, restored from its 3rd on
+    # (e2 c2 r2 e0 c0 r0), each time at least the task's instruction block
+    assert stats.stored >= 3 and stats.hits - before >= 6, stats
+    instructions = sum(cached.count_tokens(template(task.upper()).split("{{")[0])
+                       for task in ("extract", "consolidate", "reflect"))
+    assert stats.restored_tokens >= 2 * instructions - 6 * 8, (stats, instructions)
+
+
+@pytest.mark.slow
+def test_cache_reuses_only_what_a_changed_prefix_still_shares(backends):
+    from memworker.inference.kv_prefix import common_prefix
+
+    off, cached = backends["off"], backends["prefix"]
+    cache, llm = cached.prefix_cache, cached.llm
+    cache.clear()
+    extract = [codec.prepare("extract", SAMPLES["extract"][i], backend=off, budget_tokens=240)
+               for i in (0, 1, 2)]
+    other = codec.prepare("consolidate", SAMPLES["consolidate"][0], backend=off, budget_tokens=240)
+    texts(cached, extract[:2])          # learns system + extract instructions
+    assert len(cache.entries) == 1
+    key = cache.entries[0].key
+    changed_late = _edit(extract[2].messages, "user", "An empty list is a good answer.",
+                         "An empty list is a fine answer.")
+    changed_system = _edit(extract[2].messages, "system", "You are mem-worker",
+                           "You are the memory worker")
+    for messages in (changed_late, changed_system):
+        texts(cached, [other])          # the context now holds another task's prompt
+        live = common_prefix(np.asarray(llm.input_ids[:llm.n_tokens]), key)
+        hits, restored = cache.stats.hits, cache.stats.restored_tokens
+        gen = cached.generate(messages, schema=extract[2].schema, grammar=extract[2].grammar,
+                              max_tokens=MAX_TOKENS)
+        [want] = texts(off, [extract[2]], [messages])
+        assert gen.text == want
+        prompt = np.asarray(llm.input_ids[:gen.prompt_tokens])
+        shared = common_prefix(key, prompt)
+        assert shared < len(key)        # the edit is inside the stored prefix
+        if messages is changed_late:    # system + most instructions still shared: reused
+            assert cache.stats.hits == hits + 1
+            assert cache.stats.restored_tokens - restored == shared - live > 150
+        else:                           # only the first few tokens shared: nothing restored
+            assert shared < 10
+            assert (cache.stats.hits, cache.stats.restored_tokens) == (hits, restored)
+
+
+def _edit(messages, role, old, new):
+    out = [dict(m) for m in messages]
+    [m] = [m for m in out if m["role"] == role]
+    assert old in m["content"]
+    m["content"] = m["content"].replace(old, new)
+    return out
