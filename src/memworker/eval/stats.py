@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Mapping, Sequence
 from statistics import mean, pstdev
 
@@ -38,13 +39,16 @@ def _clusters(keys: Sequence[str], *columns: Sequence[Pair]) -> list[tuple[float
     return [tuple(v) for v in order.values()]
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default) of sorted values, q in [0, 1]."""
-    if not sorted_values:
+def _percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of values, q in [0, 1] in steps of
+    0.001 (`statistics.quantiles`, inclusive method)."""
+    if not values:
         raise ValueError("no values")
-    pos = (len(sorted_values) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    if len(values) == 1 or q <= 0:
+        return min(values)
+    if q >= 1:
+        return max(values)
+    return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
 
 
 def _interval(draws: list[float], level: float) -> list[float] | None:

@@ -64,13 +64,12 @@ class Stats:
                 if n > 0]
 
 
-def percentile(values: list[float], p: float) -> float:
-    """Linear-interpolated percentile (p in 0..100) of a non-empty list."""
-    xs = sorted(values)
-    pos = (len(xs) - 1) * p / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+def percentile(values: list[float], p: int) -> float:
+    """Linear-interpolated percentile (p an integer in 1..99) of a non-empty list
+    (`statistics.quantiles`, inclusive method, i.e. numpy's default)."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
 def mixed_plan(n: int, tasks: tuple[str, ...] = TASKS, start: int = 0) -> list[tuple[str, int]]:
