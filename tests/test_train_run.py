@@ -22,8 +22,8 @@ from memworker.train import loop as tloop
 from tests.fixtures.tiny import build_tiny_base, build_tiny_corpus
 
 REPO = Path(__file__).resolve().parents[1]
-FAST = ["--no-qlora", "--max-steps", "3", "--grad-accum", "1", "--logging-steps", "1",
-        "--save-steps", "2", "--val-rows", "3", "--eval-steps", "1000", "--batch-size", "2"]
+FAST = ["--no-export", "--no-qlora", "--max-steps", "3", "--grad-accum", "1",
+        "--logging-steps", "1", "--save-steps", "2", "--val-rows", "3", "--eval-steps", "1000", "--batch-size", "2"]
 
 
 @pytest.fixture(scope="module")
