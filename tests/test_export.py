@@ -39,6 +39,7 @@ def tiny(tmp_path_factory):
     work = root / "work"
     build_tiny_corpus(work / "data" / "corpus", "general", episodes=12)
     build_tiny_corpus(work / "data" / "corpus-coding", "coding", episodes=12)
+    (work / "pyproject.toml").write_text("[project]\nname = 'checkout'\n")  # publish target
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(work)
         assert tcli.main(["--stage", "general-a", "--base", str(base), "--receipts-dir",

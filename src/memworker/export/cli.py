@@ -75,9 +75,10 @@ def run(args: argparse.Namespace) -> list[str]:
         key = args.base or (base_key if args.run else registry.DEFAULT_BASE)
         path = export_base(out, base_key=key, publish_dir=publish, **common)
         lines.append(f"export: {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    lines.append(f"export: release {out} written (SHA256SUMS, Modelfile, README.md, "
-                 f"release-receipt.json)" + (f"; top-level Modelfile/SHA256SUMS in {publish}"
-                                            if publish else "")
+    written = ", ".join(n for n in ("Modelfile", "README.md", "release-receipt.json", "SHA256SUMS")
+                        if (out / n).is_file())
+    lines.append(f"export: release {out} written ({written})"
+                 + (f"; top-level files in {publish}" if publish else "")
                  + f"; check it with `python export/verify.py {out}`")
     return lines
 

@@ -229,6 +229,9 @@ def corpus_provenance(receipt: dict[str, Any]) -> dict[str, Any]:
                           "rule": (doc.get("heldout") or {}).get("rule")}
         out["generator"] = {k: doc.get(k) for k in ("generator", "generator_version", "seed")}
         out["teacher"] = (doc.get("args") or {}).get("teacher")
+        if out["teacher"] and out["teacher"] != "none":
+            out["label_method"] += (f"; events paraphrased by an LLM teacher "
+                                    f"({(doc.get('args') or {}).get('teacher_model')})")
         out["files_sha256"] = doc.get("files")
     else:
         out["heldout"] = None
@@ -382,12 +385,14 @@ def publish(out: Path, publish_dir: Path, receipt: dict[str, Any] | None = None)
 
 
 def default_publish_dir(out: Path) -> Path | None:
-    """The current folder when `out` lies inside it (the repo's `release/`), else None."""
+    """The current folder when it is a project checkout (holds pyproject.toml) and `out` lies
+    below it (the repo's `release/`), else None."""
+    cwd = Path.cwd().resolve()
     try:
-        out.resolve().relative_to(Path.cwd().resolve())
+        inside = out.resolve().relative_to(cwd) != Path(".")
     except ValueError:
         return None
-    return Path.cwd() if out.resolve() != Path.cwd().resolve() else None
+    return cwd if inside and (cwd / "pyproject.toml").is_file() else None
 
 
 # --- the public API ------------------------------------------------------------------------------
