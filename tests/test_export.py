@@ -226,6 +226,8 @@ def test_verify_checks_the_receipt_and_committed_receipts_beyond_the_sums(work, 
     problems = verify_release(release, receipts, load=False)
     assert problems == [f"{receipts / 'coding-receipt.json'}: sha256 differs from the lineage in "
                         "release-receipt.json"]
+    assert verify_release(release, tmp_path / "nowhere", load=False)[0].endswith(
+        "pass --receipts-dir '' to check a release without the repository")
 
 
 @pytest.mark.slow
@@ -253,8 +255,10 @@ def test_out_folder_conflicts(work, tiny, release, tmp_path):
     with pytest.raises(ExportError, match="holds another release .*base local:base"):
         export_base(out, base_key=str(tiny["other"]), receipts_dir=None)
     assert sha256_file(out / "SHA256SUMS") == before
-    # the same base joins a release; --force replaces another one
-    export_base(out, base_key=str(tiny["base"]), receipts_dir=None)
+    # the same base joins a release (force or not: it is not another release); force replaces
+    # another release
+    export_base(out, base_key=str(tiny["base"]), receipts_dir=None, force=True)
+    assert (out / "memworker-local-base-general-a-q8_0.gguf").is_file()
     problems = verify_release(out, "receipts", load=False)  # receipts/ holds the first release's
     assert problems == [f"receipts/release-receipt.json: differs from {out}/release-receipt.json "
                         "(another release)"]

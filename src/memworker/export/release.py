@@ -307,7 +307,7 @@ def _gguf_metadata(name: str, prepared: registry.PreparedBase, description: str)
     entry = {"name": base.hf_repo.rsplit("/", 1)[-1], "organization": base.hf_repo.split("/")[0]
              if "/" in base.hf_repo else None, "repo_url": repo_url}
     return {"general.name": name, "general.version": _version("memworker") or "0",
-            "general.license": base.license, "general.description": description,
+            "general.description": description,
             "general.base_models": [{k: v for k, v in entry.items() if v}],
             "general.tags": ["memworker", "memory-worker", "extraction", "gguf"]}
 
@@ -338,9 +338,12 @@ def _start(out: Path, prepared: registry.PreparedBase, student_sha: str | None,
     converter.ensure_converter()  # fails (one line) before anything is written
     old = existing_release(out) if out.is_dir() else None
     if force and out.is_dir():
-        if old is not None and (old.get("base") or {}).get("weights_sha256") == prepared.sha256 \
-                and (old.get("student") or {}).get("receipt_sha256") in (None, student_sha):
-            return old  # same release: keep it and overwrite what is re-exported
+        same_base = old is not None and \
+            (old.get("base") or {}).get("weights_sha256") == prepared.sha256
+        old_student = (old or {}).get("student") or {}
+        if same_base and (student_sha is None
+                          or old_student.get("receipt_sha256") in (None, student_sha)):
+            return old  # not another release: keep it and overwrite what is re-exported
         clear_release(out)
         old = None
     return old or _new_receipt(prepared)

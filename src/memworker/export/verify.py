@@ -62,6 +62,9 @@ def check_receipt(folder: Path, receipt: dict[str, Any], receipts_dir: Path | No
         problems.append(f"{folder / RECEIPT_NAME}: the student GGUF is not among its artifacts")
     if receipts_dir is None:
         return problems
+    if receipt.get("lineage") and not receipts_dir.is_dir():
+        return problems + [f"{receipts_dir}: no such folder (the committed stage receipts); pass "
+                           "--receipts-dir '' to check a release without the repository"]
     for stage in receipt.get("lineage") or []:
         path = receipts_dir / f"{stage['stage']}-receipt.json"
         if not path.is_file():
