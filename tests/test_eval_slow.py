@@ -11,7 +11,6 @@ from memworker.eval import runner
 from memworker.eval.cli import main
 from memworker.eval.judge import JUDGE_FILE, run_judge
 from memworker.registry import embedded_gguf_path
-from tests.test_backends import llama_server  # noqa: F401  (the real server fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +44,7 @@ def test_gguf_arm_end_to_end(tiny_corpus, tmp_path):
     assert prompts == {s["id"]: s["prompt_sha256"] for s in samples}   # same prompts per arm
 
 
-def test_judge_against_a_real_llama_cpp_server(tiny_corpus, tmp_path, llama_server):  # noqa: F811
+def test_judge_against_a_real_llama_cpp_server(tiny_corpus, tmp_path, llama_server):
     rows = runner.load_eval_rows(tiny_corpus, "test")[:3]
     samples = [{"arm": "gold", "id": r["id"], "output": r["gold"]} for r in rows]
     samples.append({"arm": "gold", "id": "x", "output": None})

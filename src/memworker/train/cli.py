@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="auto: mlx-lm on Apple silicon when installed, else torch")
     parser.add_argument("--mlx-export-only", action="store_true",
                         help="mlx backend: write the data and the mlx_lm command, do not run it")
+    parser.add_argument("--no-export", action="store_true",
+                        help="do not export the release after the stage (by default the base "
+                        "and the student become Q8_0 GGUFs in --release-dir: export/run.py)")
+    parser.add_argument("--release-dir", default="release",
+                        help="release folder the finished stage is exported to (replaced)")
     tconfig.add_field_flags(parser)
     return parser
 
@@ -66,7 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     finish_distributed()
     if receipt:
         _summary(receipt, run_dir, args)
-    return 0
+    return export_release(receipt, run_dir, args)
+
+
+def export_release(receipt: dict[str, Any], run_dir: Path | None, args) -> int:
+    """The main job ends with the release: base and student through export/run.py's path."""
+    if args.no_export or not receipt.get("stage") or int(os.environ.get("RANK", "0")) != 0:
+        return 0
+    if receipt.get("backend") == "mlx":
+        print("train: mlx adapters are not exported (export merges PEFT adapters); fuse with "
+              "`python -m mlx_lm fuse`")
+        return 0
+    from memworker.export.cli import main as export_main
+
+    return export_main(["--run", str(run_dir), "--out", args.release_dir, "--with-base",
+                        "--force", "--receipts-dir", args.receipts_dir])
 
 
 def _summary(receipt: dict[str, Any], run_dir: Path, args: argparse.Namespace) -> None:

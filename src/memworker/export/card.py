@@ -1,0 +1,93 @@
+"""The release's model card (`README.md`): YAML front matter for model hubs, then files, lineage,
+corpus, evaluation and limitations. Every number is read from the release receipt (which copies
+it from the stage receipts and the evaluator); none is typed here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+CARD = "README.md"
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n} B"
+
+
+def _evaluation(evaluation: Any) -> list[str]:
+    if not evaluation:
+        return ["Not evaluated yet: `python eval/run.py … --into-receipt` fills this section of "
+                "`release-receipt.json` and rewrites this card."]
+    rows = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value):
+                walk(f"{prefix}.{key}" if prefix else str(key), value[key])
+        elif isinstance(value, (int, float, str, bool)) or value is None:
+            rows.append(f"| `{prefix}` | {_num(value)} |")
+        else:
+            rows.append(f"| `{prefix}` | `{json.dumps(value)[:120]}` |")
+
+    walk("", evaluation)
+    return ["| measure | value |", "|---|---|", *rows[:80]]
+
+
+def render(receipt: dict[str, Any]) -> str:
+    base = receipt.get("base") or {}
+    student = receipt.get("student")
+    tags = ["memworker", "memory-worker", "information-extraction", "gguf", "q8_0"]
+    if student:
+        tags.append("lora")
+    front = ["---", f"base_model: {base.get('hf_repo')}", f"license: {receipt.get('license')}",
+             "tags:", *[f"- {t}" for t in tags], "pipeline_tag: text-generation",
+             "library_name: gguf", "---", ""]
+    lines = [*front, f"# {receipt.get('name')}", ""]
+    if student:
+        lines += [f"The memory worker of the memworker pipeline: stage `{student['stage']}` "
+                  f"LoRA adapter merged ({student['merge']['dtype']}) into "
+                  f"`{base.get('hf_repo')}` and converted to {receipt['export']['outtype']} "
+                  "GGUF with llama.cpp's converter. Call it through memworker's codec "
+                  "(schema-constrained, validated); the Modelfile serves it with Ollama:", "",
+                  "    ollama create mem-extractor -f Modelfile", ""]
+    else:
+        lines += [f"The base `{base.get('hf_repo')}` through memworker's export path (no "
+                  "adapter), for matched evaluation.", ""]
+    lines += ["## Files", "", "| file | size | sha256 |", "|---|---|---|"]
+    for rel, art in sorted((receipt.get("artifacts") or {}).items()):
+        if rel != CARD:
+            lines.append(f"| `{rel}` | {_size(art['bytes'])} | `{art['sha256'][:16]}…` |")
+    lines += ["", "`sha256sum -c SHA256SUMS` checks them; `python export/verify.py <this folder>` "
+              "also loads the GGUF and runs one constrained request.", ""]
+    if receipt.get("lineage"):
+        lines += ["## Training lineage", "",
+                  "| stage | steps | final train loss | val loss | train rows | tokens/s | "
+                  "receipt sha256 |", "|---|---|---|---|---|---|---|"]
+        for st in receipt["lineage"]:
+            res = st.get("result") or {}
+            lines.append(f"| {st['stage']} | {_num(res.get('global_step'))} | "
+                         f"{_num(res.get('final_train_loss'))} | {_num(res.get('val_loss'))} | "
+                         f"{_num((st.get('rows') or {}).get('train'))} | "
+                         f"{_num(res.get('tokens_per_s'), 1)} | `{st['receipt_sha256'][:16]}…` |")
+        lines.append("")
+    corpus = receipt.get("corpus")
+    if corpus:
+        held = corpus.get("heldout") or {}
+        lines += ["## Corpus", "", f"- corpus `{corpus.get('corpus')}`, manifest sha256 "
+                  f"`{corpus.get('manifest_sha256')}`",
+                  f"- held-out set: {_num(held.get('rows'))} rows, sha256 "
+                  f"`{held.get('sha256')}`" if held else f"- held-out set: {corpus.get('note')}",
+                  f"- labels: {corpus.get('label_method')}",
+                  *[f"- limit: {x}" for x in corpus.get("label_limits") or []], ""]
+    lines += ["## Evaluation", "", *_evaluation(receipt.get("evaluation")), "",
+              "## Known limitations", "", *[f"- {x}" for x in receipt.get("known_limitations")
+                                             or []], ""]
+    return "\n".join(lines)

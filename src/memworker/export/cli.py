@@ -1,0 +1,129 @@
+"""`python export/run.py` and `python export/verify.py`: argument parsing and the one-line
+summaries; the work is in `memworker.export.release` and `memworker.export.verify`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from memworker import registry
+from memworker.export import converter
+from memworker.export.release import (
+    BASE_GGUF,
+    ExportError,
+    default_publish_dir,
+    export_base,
+    export_release,
+)
+
+EXPECTED = (ExportError, registry.BaseUnavailable, converter.ConverterUnavailable,
+            converter.ConversionFailed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python export/run.py",
+        description="Merge a stage's adapter into its base, convert to a Q8_0 GGUF and write the "
+                    "release folder (Modelfile, adapter, model card, receipt, SHA256SUMS).",
+        epilog="Examples: see the docstring of export/run.py and export/README.md.")
+    parser.add_argument("--run", help="finished stage run folder (runs/<stage>) to export")
+    parser.add_argument("--base-only", action="store_true",
+                        help=f"export the base alone through the same path as <out>/{BASE_GGUF}")
+    parser.add_argument("--with-base", action="store_true",
+                        help=f"with --run: also export the base as <out>/{BASE_GGUF}")
+    parser.add_argument("--base", help="base registry key or local HF folder (default: the "
+                        "run receipt's base; with --base-only: " + registry.DEFAULT_BASE + ")")
+    parser.add_argument("--out", default="release", help="release folder (default: release)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace another release found in --out")
+    parser.add_argument("--receipts-dir", default="receipts",
+                        help="committed receipts: stage receipts (lineage) are looked up here and "
+                        "release-receipt.json is copied here ('' = neither)")
+    parser.add_argument("--publish", metavar="DIR",
+                        help="write the top-level Modelfile and SHA256SUMS here (default: the "
+                        "current folder when --out lies inside it)")
+    parser.add_argument("--no-publish", action="store_true", help="write no top-level files")
+    parser.add_argument("--tokenizer-pre", metavar="NAME",
+                        help="force llama.cpp's BPE pre-tokenizer name (only for a local base "
+                        "whose tokenizer the converter does not recognise, e.g. gpt-2)")
+    parser.add_argument("--work-dir", help="where the temporary merged HF folder goes "
+                        "(default: the system temp folder)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """Export what `args` asks for; returns summary lines (raises the EXPECTED errors)."""
+    out = Path(args.out)
+    publish = None if args.no_publish else (Path(args.publish) if args.publish
+                                            else default_publish_dir(out))
+    common = {"force": args.force, "receipts_dir": args.receipts_dir or None,
+              "pre_tokenizer": args.tokenizer_pre, "work_dir": args.work_dir}
+    lines = []
+    if args.run:
+        receipt = export_release(args.run, out, base=args.base, publish_dir=publish, **common)
+        student = receipt["student"]
+        art = receipt["artifacts"][student["gguf"]]
+        lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "
+                     f"{student['seconds']:.1f} s: merge {student['merge']['seconds']:.1f} s, "
+                     f"convert {student['conversion']['seconds']:.1f} s)")
+        base_key = receipt["base"]["key"] if receipt["base"].get("source") != "local" \
+            else receipt["base"]["hf_repo"]
+        common["force"] = False  # the base joins the release just written
+    if args.base_only or args.with_base:
+        key = args.base or (base_key if args.run else registry.DEFAULT_BASE)
+        path = export_base(out, base_key=key, publish_dir=publish, **common)
+        lines.append(f"export: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    written = ", ".join(n for n in ("Modelfile", "README.md", "release-receipt.json", "SHA256SUMS")
+                        if (out / n).is_file())
+    lines.append(f"export: release {out} written ({written})"
+                 + (f"; top-level files in {publish}" if publish else "")
+                 + f"; check it with `python export/verify.py {out}`")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.run and not args.base_only:
+        parser.error("give --run DIR (a finished stage run) or --base-only")
+    if args.run and args.base_only:
+        parser.error("--base-only exports the base alone; use --with-base together with --run")
+    started = time.perf_counter()
+    try:
+        lines = run(args)
+    except EXPECTED as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    print(f"export: done in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def verify_main(argv: list[str] | None = None) -> int:
+    from memworker.export.verify import verify_release
+
+    parser = argparse.ArgumentParser(
+        prog="python export/verify.py",
+        description="Verify a release folder: SHA256SUMS, the release receipt against the files "
+                    "and the committed stage receipts, the Modelfile, and that each GGUF loads "
+                    "and answers one schema-constrained extraction request.")
+    parser.add_argument("folder", nargs="?", default="release", help="release folder")
+    parser.add_argument("--receipts-dir", default="receipts",
+                        help="committed stage receipts to check the lineage against ('' = skip)")
+    parser.add_argument("--no-load", action="store_true",
+                        help="hash and receipt checks only (do not load the GGUFs)")
+    parser.add_argument("--threads", type=int, help="llama.cpp threads")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    problems = verify_release(args.folder, args.receipts_dir or None, load=not args.no_load,
+                              threads=args.threads)
+    if problems:
+        print(f"verify: FAILED: {problems[0]}", file=sys.stderr)
+        for extra in problems[1:]:
+            print(f"verify: also: {extra}", file=sys.stderr)
+        return 1
+    print(f"verify: {args.folder} OK ({time.perf_counter() - started:.1f} s)")
+    return 0

@@ -1,0 +1,77 @@
+"""The Ollama Modelfile of a release: `FROM` the GGUF, a ChatML `TEMPLATE` that renders exactly
+the training chat format (`memworker.prompts.to_chatml`), our `SYSTEM` prompt, greedy decoding,
+the context size, explicit stop tokens and the licence.
+
+The template uses a small subset of Go's text/template (`range $i, $_ := .Messages`, `.Role`,
+`.Content`, `if and (eq (len (slice $.Messages $i)) 1) (ne .Role "assistant")`): after the last
+message, unless it is the assistant's, it opens the assistant turn. So a [system, user] request
+renders as the training prompt with its generation prompt, and a whole training conversation
+[system, user, assistant] renders as the training text. Ollama puts the Modelfile's `SYSTEM`
+first in `.Messages` when a request brings no system message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memworker.prompts import system_prompt
+
+NUM_CTX = 4096  # the codec's llama.cpp context (inference.backends.LlamaCppBackend default)
+
+TEMPLATE = (
+    "{{ range $i, $_ := .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n"
+    '{{ if and (eq (len (slice $.Messages $i)) 1) (ne .Role "assistant") }}'
+    "<|im_start|>assistant\n{{ end }}{{ end }}"
+)
+
+
+def _quoted(text: str, what: str) -> str:
+    if '"""' in text:
+        raise ValueError(f"the {what} contains '\"\"\"', which a Modelfile cannot quote")
+    return f'"""{text}"""'
+
+
+def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,
+           system: str | None = None) -> str:
+    """Modelfile text. `gguf_from` is the path written after FROM (relative to the Modelfile)."""
+    system = system_prompt() if system is None else system
+    stops = [end_of_turn] + [t for t in ("<|im_start|>",) if t != end_of_turn]
+    lines = [
+        "# memworker release: ollama create mem-extractor -f Modelfile",
+        f"FROM {gguf_from}",
+        f"TEMPLATE {_quoted(TEMPLATE, 'template')}",
+        f"SYSTEM {_quoted(system, 'system prompt')}",
+        "PARAMETER temperature 0",
+        "PARAMETER seed 0",
+        "PARAMETER repeat_penalty 1",
+        f"PARAMETER num_ctx {num_ctx}",
+        *[f'PARAMETER stop "{s}"' for s in stops],
+        f"LICENSE {_quoted(license_text, 'licence')}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, gguf_from: str, **kwargs) -> Path:
+    path.write_text(render(gguf_from, **kwargs), "utf-8")
+    return path
+
+
+def parse(text: str) -> dict[str, list[str]]:
+    """{instruction: [arguments]} of a Modelfile as written by `render` (triple-quoted values may
+    span lines); enough for the tests and `verify` to read back what was written."""
+    out: dict[str, list[str]] = {}
+    rest = text
+    while rest:
+        line, _, after = rest.partition("\n")
+        if not line.strip() or line.startswith("#"):
+            rest = after
+            continue
+        name, _, value = line.partition(" ")
+        if value.startswith('"""'):
+            body = value[3:] + "\n" + after
+            end = body.index('"""')
+            value, rest = body[:end], body[end + 3:].partition("\n")[2]
+        else:
+            rest = after
+        out.setdefault(name.upper(), []).append(value)
+    return out

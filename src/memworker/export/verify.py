@@ -1,0 +1,169 @@
+"""Verify a release folder: every check returns problems (strings naming the file), in order.
+
+1. `SHA256SUMS` lists every file of the folder and each file hashes to it.
+2. `release-receipt.json` records each artifact's sha256 and size as the files are.
+3. The stage receipts in `receipts_dir` (the committed ones) hash to the receipt's lineage, the
+   release's adapter files to the final stage receipt, and the committed
+   `receipts_dir/release-receipt.json` (when present) is this release's receipt.
+4. The Modelfile's FROM, TEMPLATE and SYSTEM are the ones the export writes.
+5. Each GGUF loads in llama-cpp-python and answers one schema-constrained extraction request
+   through the codec (`memworker.inference.codec.run` with `LlamaCppBackend`; a CodecError after
+   the retry fails). This runs in a child process, so a native llama.cpp crash is reported as a
+   problem naming the file instead of killing the verifier.
+
+`EXTRA_CHECKS` is the hook for a later release gate (issue 15): callables
+`(folder, release_receipt) -> list[str]` run after the checks above; none is registered here.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memworker.export import modelfile as mfile
+from memworker.export.release import RECEIPT_NAME, SUMS
+from memworker.hashing import HashMismatch, sha256_file, verify_sha256sums
+from memworker.prompts import system_prompt
+
+EXTRA_CHECKS: list[Callable[[Path, dict[str, Any]], list[str]]] = []
+
+
+def check_sums(folder: Path) -> list[str]:
+    sums = folder / SUMS
+    if not sums.is_file():
+        return [f"{sums}: missing (not a release folder, or not finished)"]
+    try:
+        listed = verify_sha256sums(sums)
+    except HashMismatch as exc:
+        return [f"{folder / rel}: " + ("missing" if act is None else
+                                       f"sha256 {act[:12]}… differs from {SUMS} ({exp[:12]}…)")
+                for rel, exp, act in exc.problems]
+    except ValueError as exc:
+        return [f"{sums}: {exc}"]
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    return [f"{folder / rel}: not listed in {SUMS}" for rel in sorted(present - set(listed) - {SUMS})]
+
+
+def check_receipt(folder: Path, receipt: dict[str, Any], receipts_dir: Path | None) -> list[str]:
+    problems = []
+    for rel, art in sorted((receipt.get("artifacts") or {}).items()):
+        path = folder / rel
+        if not path.is_file():
+            problems.append(f"{path}: missing (listed in {RECEIPT_NAME})")
+        elif sha256_file(path) != art.get("sha256") or path.stat().st_size != art.get("bytes"):
+            problems.append(f"{path}: differs from its sha256/size in {RECEIPT_NAME}")
+    student = receipt.get("student")
+    if student and student.get("gguf") not in (receipt.get("artifacts") or {}):
+        problems.append(f"{folder / RECEIPT_NAME}: the student GGUF is not among its artifacts")
+    if receipts_dir is None:
+        return problems
+    if receipt.get("lineage") and not receipts_dir.is_dir():
+        return problems + [f"{receipts_dir}: no such folder (the committed stage receipts); pass "
+                           "--receipts-dir '' to check a release without the repository"]
+    for stage in receipt.get("lineage") or []:
+        path = receipts_dir / f"{stage['stage']}-receipt.json"
+        if not path.is_file():
+            problems.append(f"{path}: missing (stage {stage['stage']} of the lineage)")
+        elif sha256_file(path) != stage["receipt_sha256"]:
+            problems.append(f"{path}: sha256 differs from the lineage in {RECEIPT_NAME}")
+    if student and receipt.get("lineage"):
+        final = receipts_dir / f"{student['stage']}-receipt.json"
+        if final.is_file() and sha256_file(final) == student["receipt_sha256"]:
+            files = json.loads(final.read_text("utf-8"))["adapter"].get("files") or {}
+            for name, digest in sorted(files.items()):
+                path = folder / "adapter" / name
+                if not path.is_file() or sha256_file(path) != digest:
+                    problems.append(f"{path}: differs from the adapter recorded in {final}")
+    committed = receipts_dir / RECEIPT_NAME
+    if committed.is_file() and committed.read_bytes() != (folder / RECEIPT_NAME).read_bytes():
+        problems.append(f"{committed}: differs from {folder / RECEIPT_NAME} (another release)")
+    return problems
+
+
+def check_modelfile(folder: Path, receipt: dict[str, Any]) -> list[str]:
+    student = receipt.get("student")
+    path = folder / "Modelfile"
+    if not student:
+        return []
+    if not path.is_file():
+        return [f"{path}: missing"]
+    parsed = mfile.parse(path.read_text("utf-8"))
+    problems = []
+    if parsed.get("FROM") != [f"./{student['gguf']}"]:
+        problems.append(f"{path}: FROM {parsed.get('FROM')} is not ./{student['gguf']}")
+    if parsed.get("TEMPLATE") != [mfile.TEMPLATE]:
+        problems.append(f"{path}: TEMPLATE is not the training ChatML template")
+    if parsed.get("SYSTEM") != [system_prompt()]:
+        problems.append(f"{path}: SYSTEM is not prompts/SYSTEM.txt")
+    return problems
+
+
+def check_gguf(path: Path, n_ctx: int, threads: int | None) -> list[str]:
+    """Load the GGUF and answer one constrained extraction request through the codec, in a
+    child process: a native crash of llama.cpp becomes a problem naming the file."""
+    code = ("import json, sys; from memworker.export.verify import _gguf_problems; "
+            "print(json.dumps(_gguf_problems(sys.argv[1], int(sys.argv[2]), "
+            "int(sys.argv[3]) or None)))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(n_ctx), str(threads or 0)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        why = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+               else f"exit status {proc.returncode}")
+        last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or [""]
+        return [f"{path}: llama.cpp crashed loading or running it ({why}) {last[0][:200]}"
+                .rstrip()]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _gguf_problems(path: str | Path, n_ctx: int, threads: int | None) -> list[str]:
+    from memworker.inference import codec
+    from memworker.inference.backends import BackendError, LlamaCppBackend
+    from memworker.inference.samples import EXTRACT
+
+    try:
+        backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=threads)
+    except BackendError as exc:
+        return [f"{path}: does not load in llama.cpp ({exc})"]
+    try:
+        result = codec.run(backend, "extract", EXTRACT[0])
+    except codec.CodecError as exc:
+        return [f"{path}: the constrained extraction request failed after the retry "
+                f"({type(exc).__name__}: {str(exc)[:200]})"]
+    except BackendError as exc:
+        return [f"{path}: llama.cpp failed on the extraction request ({exc})"]
+    if not isinstance(result, codec.CodecResult):
+        return [f"{path}: the codec returned {type(result).__name__}, not a CodecResult"]
+    return []
+
+
+def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receipts", *,
+                   load: bool = True, threads: int | None = None) -> list[str]:
+    """Problems found in the release `folder` (empty when it verifies), the first one first.
+    `load=False` skips loading the GGUFs (the hash and receipt checks only)."""
+    folder = Path(folder)
+    receipts = Path(receipts_dir) if receipts_dir else None
+    problems = check_sums(folder)
+    receipt_path = folder / RECEIPT_NAME
+    try:
+        receipt = json.loads(receipt_path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        return problems + [f"{receipt_path}: unreadable ({exc})"]
+    problems += check_receipt(folder, receipt, receipts)
+    problems += check_modelfile(folder, receipt)
+    if problems or not load:
+        return problems
+    n_ctx = (receipt.get("export") or {}).get("num_ctx", mfile.NUM_CTX)
+    ggufs = [rel for rel in sorted(receipt.get("artifacts") or {}) if rel.endswith(".gguf")]
+    if not ggufs:
+        problems.append(f"{folder}: holds no GGUF")
+    for rel in ggufs:
+        problems += check_gguf(folder / rel, n_ctx, threads)
+    for check in EXTRA_CHECKS:
+        problems += check(folder, receipt)
+    return problems
+

@@ -1,0 +1,311 @@
+"""Export on a tiny model: refusals (fast), then a real release from tiny stage runs (slow: the
+llama.cpp converter and llama-cpp-python): GGUF contents, receipt, SHA256SUMS, verify and its
+failure on each tampered file, the out-folder conflict rules, and the main job's export.
+
+The tiny base's BPE is trained in the test, so llama.cpp's converter does not recognise its
+pre-tokenizer hash and refuses it; the tests force "gpt-2" (the tiny tokenizer's byte-level
+regex, MEMWORKER_TOKENIZER_PRE) and check that llama.cpp then tokenizes like the HF tokenizer.
+The registry bases need no such override (slow test on the embedded base at the end)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memworker.export import ExportError, export_base, export_release, record_evaluation
+from memworker.export import cli as ecli
+from memworker.export import release as rel
+from memworker.export.verify import verify_release
+from memworker.hashing import sha256_file
+from memworker.train import cli as tcli
+from tests.fixtures.tiny import build_tiny_base, build_tiny_corpus
+
+FAST = ["--no-export", "--no-qlora", "--max-steps", "3", "--grad-accum", "1",
+        "--logging-steps", "1", "--save-steps", "3", "--val-rows", "2", "--eval-steps", "1000",
+        "--batch-size", "2", "--lr", "0.05"]  # a large lr: the merge must visibly move weights
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A working folder like the repository's after `train/run.py --stage general-a`: tiny base,
+    tiny corpora, runs/coding and runs/general-a, receipts/."""
+    root = tmp_path_factory.mktemp("export")
+    base = build_tiny_base(root / "base", seed=0)
+    other = build_tiny_base(root / "other", seed=1)
+    work = root / "work"
+    build_tiny_corpus(work / "data" / "corpus", "general", episodes=12)
+    build_tiny_corpus(work / "data" / "corpus-coding", "coding", episodes=12)
+    (work / "pyproject.toml").write_text("[project]\nname = 'checkout'\n")  # publish target
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        assert tcli.main(["--stage", "general-a", "--base", str(base), "--receipts-dir",
+                          "receipts", "--no-build-corpus", *FAST]) == 0
+    return {"base": base, "other": other, "work": work}
+
+
+@pytest.fixture
+def work(tiny, monkeypatch):
+    monkeypatch.chdir(tiny["work"])
+    monkeypatch.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
+    return tiny["work"]
+
+
+def _copy_run(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("checkpoints"))
+    return dst
+
+
+# --- refusals (nothing written) ------------------------------------------------------------------
+
+def test_refuses_a_run_without_receipt(work, tmp_path, capsys):
+    (tmp_path / "runs" / "general").mkdir(parents=True)
+    out = tmp_path / "release"
+    assert ecli.main(["--run", str(tmp_path / "runs" / "general"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no receipt.json" in err and "train/run.py" in err
+    assert not out.exists()
+
+
+def test_refuses_an_adapter_that_differs_from_the_receipt(work, tmp_path):
+    run = _copy_run(work / "runs" / "general-a", tmp_path / "runs" / "general-a")
+    with open(run / "adapter" / "adapter_model.safetensors", "ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(ExportError, match="adapter_model.safetensors.*--fresh"):
+        export_release(run, tmp_path / "release")
+    assert not (tmp_path / "release").exists()
+
+
+def test_refuses_another_base(work, tiny, tmp_path):
+    with pytest.raises(ExportError, match="trained on base local:base.*not on local:other"):
+        export_release("runs/general-a", tmp_path / "release", base=str(tiny["other"]))
+    assert not (tmp_path / "release").exists()
+
+
+def test_refuses_changed_prompts_and_broken_lineage(work, tmp_path, monkeypatch):
+    run = _copy_run(work / "runs" / "general-a", tmp_path / "elsewhere" / "general-a")
+    monkeypatch.chdir(tmp_path)  # runs/coding (the recorded parent) is not here
+    with pytest.raises(ExportError, match="lineage broken: the receipt of parent stage coding"):
+        export_release(run, tmp_path / "release", receipts_dir=None)
+    changed = {**rel.template_hashes(), "SYSTEM": "0" * 64}
+    monkeypatch.setattr(rel, "template_hashes", lambda: changed)
+    with pytest.raises(ExportError, match="prompt templates SYSTEM changed"):
+        export_release(work / "runs" / "general-a", tmp_path / "release")
+    assert not (tmp_path / "release").exists()
+
+
+def test_refuses_a_folder_with_other_files(work, tmp_path):
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not empty and holds no release-receipt.json"):
+        export_release("runs/general-a", tmp_path / "release")
+    assert [p.name for p in (tmp_path / "release").iterdir()] == ["notes.txt"]
+
+
+# --- a real release (slow) -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def release(tiny):
+    """release/ with the general-a student and the base, published to the working folder."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tiny["work"])
+        mp.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
+        assert ecli.main(["--run", "runs/general-a", "--out", "release", "--with-base"]) == 0
+    return tiny["work"] / "release"
+
+
+def _receipt(folder: Path) -> dict:
+    return json.loads((folder / "release-receipt.json").read_text())
+
+
+def _gguf_tensor(path: Path, name: str):
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    reader = GGUFReader(path)
+    tensor = next(t for t in reader.tensors if t.name == name)
+    return tensor.tensor_type.name, dequantize(tensor.data, tensor.tensor_type).reshape(
+        [int(x) for x in reversed(tensor.shape)])
+
+
+@pytest.mark.slow
+def test_release_folder_gguf_and_receipt(work, tiny, release):
+    r = _receipt(release)
+    student = r["student"]["gguf"]
+    assert student == "memworker-local-base-general-a-q8_0.gguf"
+    names = {p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file()}
+    assert {student, "base-q8_0.gguf", "Modelfile", "README.md", "release-receipt.json",
+            "SHA256SUMS", "adapter/adapter_model.safetensors"} <= names
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=release).returncode == 0
+    # lineage: every stage receipt in training order, hashes of the run receipts
+    assert [s["stage"] for s in r["lineage"]] == ["coding", "general-a"]
+    for stage in r["lineage"]:
+        assert stage["receipt_sha256"] == sha256_file(f"runs/{stage['stage']}/receipt.json")
+    manifest = json.loads(Path("data/corpus/manifest.json").read_text())
+    assert r["corpus"]["manifest_sha256"] == sha256_file("data/corpus/manifest.json")
+    assert r["corpus"]["heldout"]["sha256"] == manifest["files"]["heldout.jsonl"]
+    assert r["evaluation"] is None and r["gate"] is None and r["known_limitations"]
+    assert r["artifacts"][student]["sha256"] == sha256_file(release / student)
+    assert r["export"]["converter"]["pre_tokenizer"] == "gpt-2"
+    assert r["base_export"]["merge"]["adapter_merged"] is False
+    assert r["student"]["merge"]["adapter_merged"] is True and r["student"]["merge"]["dtype"] == \
+        "float32"
+    assert Path("receipts/release-receipt.json").read_bytes() == \
+        (release / "release-receipt.json").read_bytes()
+    card = (release / "README.md").read_text()
+    assert card.startswith("---\nbase_model: ") and "pipeline_tag: text-generation" in card
+    assert f"{r['lineage'][-1]['result']['final_train_loss']:.4f}" in card
+    # top-level Modelfile and SHA256SUMS point into release/
+    assert f"FROM ./release/{student}\n" in Path("Modelfile").read_text()
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"]).returncode == 0
+
+
+@pytest.mark.slow
+def test_gguf_is_q8_0_of_the_merged_weights_with_metadata(work, tiny, release):
+    import numpy as np
+    import torch
+    from llama_cpp import Llama
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    r = _receipt(release)
+    base_model = AutoModelForCausalLM.from_pretrained(tiny["base"], dtype=torch.float32)
+    w_base = base_model.model.layers[0].mlp.down_proj.weight.detach().numpy().copy()
+    merged = PeftModel.from_pretrained(base_model, "runs/general-a/adapter").merge_and_unload()
+    w_merged = merged.model.layers[0].mlp.down_proj.weight.detach().numpy()
+    kind, student = _gguf_tensor(release / r["student"]["gguf"], "blk.0.ffn_down.weight")
+    _, base_q = _gguf_tensor(release / "base-q8_0.gguf", "blk.0.ffn_down.weight")
+    step = np.abs(w_merged).max() / 127
+    assert kind == "Q8_0"
+    assert np.abs(student - w_merged).max() <= step and np.abs(base_q - w_base).max() <= step
+    assert np.abs(w_merged - w_base).max() > 4 * step  # the adapter moved the weights
+    llm = Llama(str(release / r["student"]["gguf"]), vocab_only=True, verbose=False)
+    meta = llm.metadata
+    assert meta["general.name"] == "memworker-local-base-general-a"
+    assert meta["general.file_type"] == "7"  # MOSTLY_Q8_0
+    assert meta["general.license"] == "unknown" and meta["tokenizer.ggml.pre"] == "gpt-2"
+    assert r["student"]["receipt_sha256"] in meta["general.description"]
+    hf = AutoTokenizer.from_pretrained(tiny["base"])
+    text = "<|im_start|>user\nI moved to Lisbon last week, 2025-10-08T09:12:00+02:00!<|im_end|>\n"
+    assert llm.tokenize(text.encode(), add_bos=False, special=True) == hf.encode(text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["memworker-local-base-general-a-q8_0.gguf",
+                                    "adapter/adapter_model.safetensors", "Modelfile",
+                                    "release-receipt.json"])
+def test_verify_names_a_tampered_file(work, release, tmp_path, target, capsys):
+    copy = shutil.copytree(release, tmp_path / "release")
+    assert verify_release(copy, "receipts", load=False) == []
+    path = copy / target
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    problems = verify_release(copy, "receipts", load=False)
+    assert problems and target in problems[0]
+    assert ecli.verify_main([str(copy), "--no-load"]) == 1
+    assert f"verify: FAILED: {copy / target}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_verify_checks_the_receipt_and_committed_receipts_beyond_the_sums(work, release,
+                                                                          tmp_path):
+    from memworker.hashing import write_sha256sums
+
+    copy = shutil.copytree(release, tmp_path / "release")
+    gguf = copy / "base-q8_0.gguf"
+    gguf.write_bytes(gguf.read_bytes()[:-1] + b"\0")  # tampered, and SHA256SUMS re-made to match
+    write_sha256sums(copy, [p for p in copy.rglob("*") if p.is_file() and p.name != "SHA256SUMS"])
+    assert verify_release(copy, "receipts", load=False)[0].startswith(
+        f"{gguf}: differs from its sha256/size in release-receipt.json")
+    receipts = shutil.copytree("receipts", tmp_path / "receipts")
+    (receipts / "coding-receipt.json").write_text("{}\n")
+    problems = verify_release(release, receipts, load=False)
+    assert problems == [f"{receipts / 'coding-receipt.json'}: sha256 differs from the lineage in "
+                        "release-receipt.json"]
+    assert verify_release(release, tmp_path / "nowhere", load=False)[0].endswith(
+        "pass --receipts-dir '' to check a release without the repository")
+
+
+@pytest.mark.slow
+def test_verify_loads_each_gguf_and_answers_through_the_codec(work, release, capsys):
+    assert ecli.verify_main([str(release), "--threads", "1"]) == 0
+    assert f"verify: {release} OK" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_gguf_that_does_not_load_is_a_named_problem(release, tmp_path):
+    from memworker.export.verify import check_gguf
+
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes((release / "base-q8_0.gguf").read_bytes()[:4096])
+    problems = check_gguf(broken, 512, 1)
+    assert len(problems) == 1 and problems[0].startswith(f"{broken}: ")
+
+
+@pytest.mark.slow
+def test_out_folder_conflicts(work, tiny, release, tmp_path):
+    out = shutil.copytree(release, tmp_path / "release")
+    before = sha256_file(out / "SHA256SUMS")
+    with pytest.raises(ExportError, match="holds another release .*stage general-a run"):
+        export_release("runs/coding", out, receipts_dir=None)
+    with pytest.raises(ExportError, match="holds another release .*base local:base"):
+        export_base(out, base_key=str(tiny["other"]), receipts_dir=None)
+    assert sha256_file(out / "SHA256SUMS") == before
+    # the same base joins a release (force or not: it is not another release); force replaces
+    # another release
+    export_base(out, base_key=str(tiny["base"]), receipts_dir=None, force=True)
+    assert (out / "memworker-local-base-general-a-q8_0.gguf").is_file()
+    problems = verify_release(out, "receipts", load=False)  # receipts/ holds the first release's
+    assert problems == [f"receipts/release-receipt.json: differs from {out}/release-receipt.json "
+                        "(another release)"]
+    r = export_release("runs/coding", out, receipts_dir=None, force=True)
+    assert r["student"]["stage"] == "coding" and not (out / "base-q8_0.gguf").exists()
+    assert not (out / "memworker-local-base-general-a-q8_0.gguf").exists()
+    assert verify_release(out, None, load=False) == []
+
+
+@pytest.mark.slow
+def test_record_evaluation_re_signs_the_release(work, release, tmp_path):
+    out = shutil.copytree(release, tmp_path / "release")
+    record_evaluation(out, {"heldout": {"student": {"extract_f1": 0.5}}}, receipts_dir=None)
+    assert _receipt(out)["evaluation"]["heldout"]["student"]["extract_f1"] == 0.5
+    assert "| `heldout.student.extract_f1` | 0.5000 |" in (out / "README.md").read_text()
+    assert verify_release(out, None, load=False) == []
+    (out / "Modelfile").write_text("tampered")
+    with pytest.raises(ExportError, match="does not verify"):
+        record_evaluation(out, {}, receipts_dir=None)
+
+
+@pytest.mark.slow
+def test_the_main_job_ends_with_the_export(tiny, tmp_path, monkeypatch, capsys):
+    work = shutil.copytree(tiny["work"], tmp_path / "w", ignore=shutil.ignore_patterns(
+        "release", "Modelfile", "SHA256SUMS", "release-receipt.json"))
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
+    args = [a for a in FAST if a != "--no-export"]
+    assert tcli.main(["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir",
+                      "receipts", "--no-build-corpus", *args]) == 0
+    out = capsys.readouterr().out
+    assert "export: release/memworker-local-base-general-a-q8_0.gguf (" in out
+    assert "export: release/base-q8_0.gguf (" in out
+    assert verify_release("release", "receipts", load=False) == []
+    assert tcli.main(["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir",
+                      "receipts", "--no-build-corpus", *FAST]) == 0
+    assert "export:" not in capsys.readouterr().out  # --no-export
+
+
+@pytest.mark.slow
+def test_embedded_base_exports_and_answers(tmp_path, monkeypatch):
+    """The real base through the same path: its tokenizer needs no override, and the Q8_0 GGUF
+    answers a constrained extraction request through the codec."""
+    monkeypatch.delenv("MEMWORKER_TOKENIZER_PRE", raising=False)
+    path = export_base(tmp_path / "release", receipts_dir=None)
+    assert path.name == "base-q8_0.gguf"
+    r = _receipt(tmp_path / "release")
+    assert r["base"]["key"] == "smollm2-135m" and r["license"] == "apache-2.0"
+    assert r["base_export"]["conversion"]["pre_tokenizer"] is None
+    assert verify_release(tmp_path / "release", None) == []
