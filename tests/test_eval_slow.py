@@ -48,12 +48,12 @@ def test_judge_against_a_real_llama_cpp_server(tiny_corpus, tmp_path, llama_serv
     rows = runner.load_eval_rows(tiny_corpus, "test")[:3]
     samples = [{"arm": "gold", "id": r["id"], "output": r["gold"]} for r in rows]
     samples.append({"arm": "gold", "id": "x", "output": None})
-    section = run_judge(llama_server, "smollm2", rows, samples, tmp_path, seed=1)
+    section = run_judge(llama_server + "/v1", "smollm2", rows, samples, tmp_path, seed=1)
     arm = section["arms"]["gold"]
     assert arm["rows"] == 4 and arm["judged"] == 3
     assert arm["same"] + arm["different"] + arm["unparsed"] == 3
     lines = (tmp_path / JUDGE_FILE).read_text().splitlines()
     assert len(lines) == 3 and all(json.loads(x)["raw"] for x in lines)
-    again = run_judge(llama_server, "smollm2", rows, samples, tmp_path, seed=1)   # resumes
+    again = run_judge(llama_server + "/v1", "smollm2", rows, samples, tmp_path, seed=1)   # resumes
     assert again["arms"] == section["arms"]
     assert len((tmp_path / JUDGE_FILE).read_text().splitlines()) == 3
