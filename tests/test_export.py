@@ -281,6 +281,29 @@ def test_record_evaluation_re_signs_the_release(work, release, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path):
+    """`eval/run.py --into-receipt <receipts copy> --release DIR` goes through record_evaluation:
+    the release still verifies; a receipt copy that is not the release's is refused."""
+    from memworker.eval.summary import merge_into_receipt
+
+    out = shutil.copytree(release, tmp_path / "release")
+    receipts = tmp_path / "receipts"
+    receipts.mkdir()
+    shutil.copyfile(out / "release-receipt.json", receipts / "release-receipt.json")
+    merge_into_receipt(receipts / "release-receipt.json", "heldout", {"n": 64}, out)
+    assert _receipt(out)["evaluation"] == {"heldout": {"n": 64}}
+    assert (receipts / "release-receipt.json").read_bytes() == \
+        (out / "release-receipt.json").read_bytes()
+    assert verify_release(out, None, load=False) == []
+    merge_into_receipt(receipts / "release-receipt.json", "natural", {"n": 9}, out)
+    assert set(_receipt(out)["evaluation"]) == {"heldout", "natural"}
+    stale = tmp_path / "stale.json"
+    stale.write_text((receipts / "release-receipt.json").read_text().replace('"n": 9', '"n": 8'))
+    with pytest.raises(ValueError, match="not the same file"):
+        merge_into_receipt(stale, "heldout", {}, out)
+
+
+@pytest.mark.slow
 def test_the_main_job_ends_with_the_export(tiny, tmp_path, monkeypatch, capsys):
     work = shutil.copytree(tiny["work"], tmp_path / "w", ignore=shutil.ignore_patterns(
         "release", "Modelfile", "SHA256SUMS", "release-receipt.json"))

@@ -43,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="optional LLM judge: OpenAI-compatible base URL (…/v1)")
     p.add_argument("--judge-model", default="judge", help="model name sent to the judge")
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
-                   help="merge the summary into this receipt's `evaluation` section")
+                   help="merge the summary into this receipt's `evaluation` section (a release "
+                        "receipt through its release folder, which is re-signed)")
+    p.add_argument("--release", default="release", metavar="DIR",
+                   help="release folder of a release receipt given to --into-receipt (release)")
     p.add_argument("--no-run", action="store_true",
                    help="run nothing: re-grade and summarise the samples already in --out (an "
                         "arm's missing rows are reported with their n)")
@@ -129,7 +132,7 @@ def _main(args: argparse.Namespace) -> int:
         S.plot(summary, out)
     if args.into_receipt:
         try:
-            S.merge_into_receipt(args.into_receipt, args.set, summary)
+            S.merge_into_receipt(args.into_receipt, args.set, summary, args.release)
         except (FileNotFoundError, ValueError) as exc:
             raise EvalError(str(exc)) from None
     heads = []

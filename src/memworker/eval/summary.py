@@ -321,10 +321,15 @@ def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
 
 # --- receipt ------------------------------------------------------------------------------------
 
-def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any]) -> Path:
-    """Put `summary` under `evaluation[set_name]` of the receipt JSON at `path`; the rest of the
-    file is rewritten with the same dump (indent 2, sorted keys), so its other keys keep their
-    bytes."""
+def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
+                       release_dir: str | Path = "release") -> Path:
+    """Put `summary` under `evaluation[set_name]` of the receipt JSON at `path`.
+
+    A release receipt (`kind: memworker-release`) is signed by its release folder's SHA256SUMS,
+    so it is updated through the export's `record_evaluation(release_dir, ...)`, which re-signs
+    the folder, rewrites the model card, copies the receipt back to `path` and republishes the
+    top-level files; `path` must be the copy of `release_dir`'s receipt. Any other receipt is
+    rewritten with the same dump (indent 2, sorted keys), so its other keys keep their bytes."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"receipt not found: {p} (build the release receipt first, or "
@@ -335,6 +340,20 @@ def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any])
     section = doc.get("evaluation")
     section = dict(section) if isinstance(section, dict) else {}
     section[set_name] = summary
+    if doc.get("kind") == "memworker-release":
+        from memworker.export import ExportError, default_publish_dir, record_evaluation
+
+        release = Path(release_dir)
+        copy = release / p.name
+        if not copy.is_file() or copy.read_bytes() != p.read_bytes():
+            raise ValueError(f"{p} is a release receipt but {copy} is not the same file: pass "
+                             "the release folder it belongs to with --release DIR")
+        try:
+            record_evaluation(release, section, receipts_dir=p.parent,
+                              publish_dir=default_publish_dir(release))
+        except ExportError as exc:
+            raise ValueError(str(exc)) from None
+        return p
     doc["evaluation"] = section
     p.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", "utf-8")
     return p

@@ -16,7 +16,8 @@ import importlib
 from typing import Any
 
 _API = {"ExportError": "release", "export_base": "release", "export_release": "release",
-        "record_evaluation": "release", "student_gguf_name": "release",
+        "default_publish_dir": "release", "record_evaluation": "release",
+        "student_gguf_name": "release",
         "verify_release": "verify"}
 __all__ = sorted(_API)
 
