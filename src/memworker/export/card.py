@@ -22,23 +22,52 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n} B"
 
 
+def _metric_rows(summary: dict[str, Any]) -> list[str]:
+    """One line per arm, task and metric of an evaluator summary (`summary.json`'s `metrics`:
+    arm -> task -> {"metrics": {name: {value, num, den, n_rows, ci}}})."""
+    rows = []
+    for arm, tasks in summary["metrics"].items():
+        for task, entry in tasks.items():
+            for name, m in sorted((entry.get("metrics") or {}).items()):
+                if not isinstance(m, dict) or "value" not in m:
+                    continue
+                ci = m.get("ci")
+                interval = f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "–"
+                count = f" ({_num(m['num'])}/{m['den']})" if m.get("den") is not None else ""
+                rows.append(f"| {arm} | {task} | {name} | {_num(m['value'])}{count} | "
+                            f"{interval} | {m.get('n_rows', '–')} |")
+    return rows
+
+
 def _evaluation(evaluation: Any) -> list[str]:
     if not evaluation:
         return ["Not evaluated yet: `python eval/run.py … --into-receipt` fills this section of "
                 "`release-receipt.json` and rewrites this card."]
-    rows = []
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key in sorted(value):
-                walk(f"{prefix}.{key}" if prefix else str(key), value[key])
-        elif isinstance(value, (int, float, str, bool)) or value is None:
-            rows.append(f"| `{prefix}` | {_num(value)} |")
+    out: list[str] = []
+    rest: dict[str, Any] = {}
+    for set_name, summary in sorted(evaluation.items()):
+        if isinstance(summary, dict) and isinstance(summary.get("metrics"), dict):
+            out += [f"Set `{set_name}` ({summary.get('rows', '?')} rows; 95 % bootstrap "
+                    "intervals over episodes; failed rows count as zero):", "",
+                    "| arm | task | metric | value | 95 % CI | n rows |",
+                    "|---|---|---|---|---|---|", *_metric_rows(summary), ""]
         else:
-            rows.append(f"| `{prefix}` | `{json.dumps(value)[:120]}` |")
+            rest[set_name] = summary
+    if rest:
+        rows = []
 
-    walk("", evaluation)
-    return ["| measure | value |", "|---|---|", *rows[:80]]
+        def walk(prefix: str, value: Any) -> None:
+            if isinstance(value, dict):
+                for key in sorted(value):
+                    walk(f"{prefix}.{key}" if prefix else str(key), value[key])
+            elif isinstance(value, (int, float, str, bool)) or value is None:
+                rows.append(f"| `{prefix}` | {_num(value)} |")
+            else:
+                rows.append(f"| `{prefix}` | `{json.dumps(value)[:120]}` |")
+
+        walk("", rest)
+        out += ["| measure | value |", "|---|---|", *rows[:80]]
+    return out
 
 
 def render(receipt: dict[str, Any]) -> str:
