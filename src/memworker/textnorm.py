@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
 
 
 def norm(text: str | None) -> str:
@@ -31,3 +32,14 @@ def stem(word: str) -> str:
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]
     return word
+
+
+def strings(obj: Any) -> list[str]:
+    """Every string inside a JSON-like value (dict values, list items), depth first."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in strings(v)]
+    return []

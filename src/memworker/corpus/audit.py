@@ -21,7 +21,7 @@ from memworker import contracts, temporal, verify, wire
 from memworker.corpus.behaviours import HEDGES
 from memworker.safety import contains_credential
 from memworker.textnorm import mentions as _mentions
-from memworker.textnorm import norm
+from memworker.textnorm import norm, strings
 
 #: every code the audit can report (the manifest lists counts for these)
 CODES = (
@@ -84,16 +84,6 @@ class Violation:
         return f"{self.code}: {self.detail}"
 
 
-def _strings(obj: Any) -> list[str]:
-    if isinstance(obj, str):
-        return [obj]
-    if isinstance(obj, dict):
-        return [s for v in obj.values() for s in _strings(v)]
-    if isinstance(obj, list):
-        return [s for v in obj for s in _strings(v)]
-    return []
-
-
 # ------------------------------------------------------------------------------------ rows
 
 
@@ -108,12 +98,12 @@ def audit_row(row: dict[str, Any]) -> list[Violation]:
         out += [Violation(code, e) for e in contracts.errors(name, doc)]
     if out:
         return out  # the checks below assume the documented shapes
-    for s in _strings(gold):
+    for s in strings(gold):
         if contains_credential(s):
             out.append(Violation("secret_in_field", f"credential-shaped text in {s[:60]!r}"))
             break
     for item in row.get("truth", {}).get("forbidden", []):
-        if item["reason"] == "secret" and any(item["text"] in s for s in _strings(gold)):
+        if item["reason"] == "secret" and any(item["text"] in s for s in strings(gold)):
             out.append(Violation("secret_in_field", "a secret of the episode is in the gold"))
     out += {
         "extract": _audit_extract,
