@@ -167,3 +167,12 @@ def test_cli_builds_verifies_and_audits(tmp_path, capsys):
     assert cli_main(["--verify", str(out)]) == 0
     assert cli_main(["--audit", str(out)]) == 0
     assert "rows with violations  0" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_default_build_counts_tokens_with_the_embedded_tokenizer(tmp_path):
+    """The CLI default (token counting on) names the tokenizer by sha256 and bounds prompts."""
+    manifest = build_natural(SOURCE, tmp_path / "out", count_tokens=True)
+    tokens = manifest["tokens"]
+    assert len(tokens["tokenizer"]["gguf_sha256"]) == 64
+    assert 0 < tokens["extract"]["prompt_max"] <= tokens["max_prompt_allowed"]

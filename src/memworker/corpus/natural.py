@@ -435,15 +435,15 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
     rows, hashes = load_natural(source)
     tokens = None
     if count_tokens:
-        from memworker.corpus import tokens as T
+        from memworker.corpus import tokens as corpus_tokens
 
-        counts = T.count([wire_row(r)["messages"] for r in rows])
+        counts = corpus_tokens.count([wire_row(r)["messages"] for r in rows])
         over = [(r["id"], p) for r, (p, _) in zip(rows, counts, strict=True)
                 if p > MAX_PROMPT_TOKENS]
         if over:
             raise NaturalSetError(f"prompts over {MAX_PROMPT_TOKENS} tokens: {over}; "
                                   "shorten their window")
-        tokens = {"tokenizer": f"{T.GGUF_PACKAGE}/{T.GGUF_FILE}",
+        tokens = {"tokenizer": corpus_tokens.tokenizer_identity(),
                   "max_prompt_allowed": MAX_PROMPT_TOKENS,
                   "counted": "prompt = system + user in ChatML with the assistant header; "
                              "total = system + user + gold answer",
