@@ -175,4 +175,4 @@ def test_default_build_counts_tokens_with_the_embedded_tokenizer(tmp_path):
     manifest = build_natural(SOURCE, tmp_path / "out", count_tokens=True)
     tokens = manifest["tokens"]
     assert len(tokens["tokenizer"]["gguf_sha256"]) == 64
-    assert 0 < tokens["extract"]["prompt_max"] <= tokens["max_prompt_allowed"]
+    assert 0 < tokens["extract"]["max_prompt"] <= tokens["max_prompt_allowed"]
