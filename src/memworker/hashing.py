@@ -58,6 +58,14 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def write_json(path: str | Path, doc: Any) -> Path:
+    """The receipts' JSON file format (receipts, run configs, release receipts): indent 2,
+    sorted keys, a trailing newline, so a rewrite keeps every untouched key's bytes."""
+    p = Path(path)
+    p.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", "utf-8")
+    return p
+
+
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> str:
     """Write rows as canonical JSON lines (each ending in '\\n'); return the file's sha256."""
     digest = hashlib.sha256()

@@ -11,6 +11,7 @@ from typing import Any
 
 from memworker.eval import runner
 from memworker.eval.runner import Arm, EvalError, Sampler
+from memworker.hashing import write_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,8 +105,7 @@ def _main(args: argparse.Namespace) -> int:
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
     if not args.no_run:
-        (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n",
-                                         "utf-8")
+        write_json(out / "config.json", config)
     elif (out / "config.json").is_file():   # the configuration the samples were made with
         config = {**json.loads((out / "config.json").read_text("utf-8")),
                   "resummarised_with": {"arms": config["arms"], "limit": args.limit}}

@@ -115,7 +115,9 @@ def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
     root = Path(corpus)
     if not (root / "manifest.json").is_file():
         hint = ("build it with `python corpus/build.py --out data/corpus --seed 13`"
-                if set_name != "natural" else "freeze the natural set first (see its README)")
+                if set_name != "natural" else
+                "freeze it with `python corpus/build.py --natural corpus/natural --out "
+                f"{root}`")
         raise EvalError(f"no corpus at {root} (no manifest.json): {hint}")
     split = {"heldout": "heldout", "natural": "test"}.get(set_name, set_name)
     try:

@@ -26,6 +26,7 @@ from memworker.eval.grade import (
     primary_score,
 )
 from memworker.eval.runner import grade_sample
+from memworker.hashing import write_json
 
 TASKS = ("extract", "consolidate", "reflect")
 REFERENCE_RANK = {"base": 0, "rules": 1}
@@ -355,5 +356,5 @@ def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
             raise ValueError(str(exc)) from None
         return p
     doc["evaluation"] = section
-    p.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", "utf-8")
+    write_json(p, doc)
     return p

@@ -34,7 +34,7 @@ from typing import Any
 from memworker import registry
 from memworker.export import card, converter
 from memworker.export import modelfile as mfile
-from memworker.hashing import sha256_file, write_sha256sums
+from memworker.hashing import sha256_file, write_json, write_sha256sums
 from memworker.prompts import template_hashes
 from memworker.train.lineage import ADAPTER_DIR, RECEIPT, adapter_files
 
@@ -81,10 +81,6 @@ def student_gguf_name(base_key: str, stage: str) -> str:
 
 def _load_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8"))
-
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", "utf-8")
 
 
 def _version(name: str) -> str | None:
@@ -359,7 +355,7 @@ def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
     receipt["artifacts"] = {rel: _artifact(out, rel) for rel in rels}
     (out / card.CARD).write_text(card.render(receipt), "utf-8")
     receipt["artifacts"][card.CARD] = _artifact(out, card.CARD)
-    _write_json(out / RECEIPT_NAME, receipt)
+    write_json(out / RECEIPT_NAME, receipt)
     write_sha256sums(out, [p for p in out.rglob("*")
                            if p.is_file() and p.relative_to(out).as_posix() != SUMS])
     if receipts_dir is not None:

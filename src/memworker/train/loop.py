@@ -23,6 +23,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from memworker import prompts
+from memworker.hashing import write_json
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
 from memworker.train import lineage, report
@@ -339,8 +340,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     if _is_main():  # the resolved config goes to disk before training starts
         doc = {**identity, "config": cfg.to_dict(), "base": base.identity, "args": req.args,
                "device": device.to_dict(), "environment": report.environment()}
-        (paths.run_dir / "config.json").write_text(json.dumps(doc, indent=2, sort_keys=True)
-                                                   + "\n", "utf-8")
+        write_json(paths.run_dir / "config.json", doc)
 
     check_share_prefix_support(cfg)
     parent_adapter = paths.parent_dir / lineage.ADAPTER_DIR if cfg.parent else None

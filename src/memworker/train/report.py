@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
-import json
 import os
 import platform
 import resource
@@ -15,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker.hashing import sha256_file
+from memworker.hashing import sha256_file, write_json
 
 LIBRARIES = ("memworker", "torch", "transformers", "peft", "accelerate", "bitsandbytes",
              "datasets", "tokenizers", "safetensors", "mlx", "mlx-lm")
@@ -169,7 +168,7 @@ def write_receipt(receipt: dict[str, Any], run_dir: Path, receipts_dir: Path | N
                   stage: str) -> Path:
     """`run_dir/receipt.json`, copied to `receipts_dir/<stage>-receipt.json` when given."""
     path = run_dir / "receipt.json"
-    path.write_text(json.dumps(receipt, indent=2, sort_keys=True) + "\n", "utf-8")
+    write_json(path, receipt)
     if receipts_dir is not None:
         receipts_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, receipts_dir / f"{stage}-receipt.json")
