@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,14 @@ def prompt_sha256(messages: list[dict[str, str]]) -> str:
     return sha256_bytes(to_chatml(messages).encode("utf-8"))
 
 
-def run_row(backend: Any, row: dict[str, Any], sampler: Sampler) -> dict[str, Any]:
-    """One row through the codec with `backend`; the sample (without the arm name). Backend
-    errors propagate (they are not the model's answer)."""
+Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
+            grader: Grader | None = None) -> dict[str, Any]:
+    """One row through the codec with `backend`; the sample (without the arm name), graded by
+    `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
+    propagate (they are not the model's answer)."""
     from memworker.inference import codec
 
     task, inputs = row["task"], row["input"]
@@ -165,7 +171,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler) -> dict[str, An
         "diagnostics": [] if result is None else result.diagnostics,
         "seconds": round(seconds, 4),
     }
-    sample["verdicts"] = grade_sample(row, sample)
+    sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
 
 
@@ -196,9 +202,10 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
 
 
 def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sampler, *,
-            progress: bool = True, backend: Any = None) -> dict[str, Any]:
-    """Run `arm` over the rows it has no sample for yet; append samples. Returns this
-    invocation's speed record for the arm."""
+            progress: bool = True, backend: Any = None,
+            grader: Grader | None = None) -> dict[str, Any]:
+    """Run `arm` over the rows it has no sample for yet; append samples (graded by `grader`,
+    default `grade_sample`). Returns this invocation's speed record for the arm."""
     path = out_dir / SAMPLES
     done = {s["id"] for s in read_samples(path) if s["arm"] == arm.name}
     todo = [r for r in rows if r["id"] not in done]
@@ -217,7 +224,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
         with open(path, "ab") as fh:
             for row in todo:
                 try:
-                    sample = run_row(backend, row, sampler)
+                    sample = run_row(backend, row, sampler, grader)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:
@@ -227,7 +234,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                     continue
                 if failures:  # an isolated backend failure is the arm's failure on that row
                     for line in failures:
-                        fh.write(canonical_json(_backend_failure(arm, rows, line)) + b"\n")
+                        fh.write(canonical_json(_backend_failure(arm, rows, line, grader)) + b"\n")
                     failures = []
                 sample = {"arm": arm.name, **sample}
                 fh.write(canonical_json(sample) + b"\n")
@@ -236,7 +243,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                 bar.update(1)
             if failures and len(failures) < MAX_BACKEND_FAILURES:
                 for line in failures:
-                    fh.write(canonical_json(_backend_failure(arm, rows, line)) + b"\n")
+                    fh.write(canonical_json(_backend_failure(arm, rows, line, grader)) + b"\n")
     finally:
         bar.close()
         record["wall_seconds"] = round(time.perf_counter() - started, 3)
@@ -245,7 +252,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
     return record
 
 
-def _backend_failure(arm: Arm, rows: list[dict[str, Any]], line: str) -> dict[str, Any]:
+def _backend_failure(arm: Arm, rows: list[dict[str, Any]], line: str,
+                     grader: Grader | None = None) -> dict[str, Any]:
     row_id, _, message = line.partition(": ")
     row = next(r for r in rows if r["id"] == row_id)
     sample = {"arm": arm.name, "id": row_id, "episode": row["episode"], "task": row["task"],
@@ -253,7 +261,8 @@ def _backend_failure(arm: Arm, rows: list[dict[str, Any]], line: str) -> dict[st
               "attempts": [], "status": "failed",
               "error": {"type": "BackendError", "kind": "backend", "message": message},
               "output": None, "wire": None, "diagnostics": [], "seconds": 0.0}
-    sample["verdicts"] = grade(row, status="failed", output=None)
+    sample["verdicts"] = (grader(row, sample) if grader is not None
+                          else grade(row, status="failed", output=None))
     return sample
 
 
