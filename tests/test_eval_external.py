@@ -131,21 +131,21 @@ def test_dia_ids():
 
 def test_windows_are_seeded_contract_valid_and_focal(data):
     rows = X.build_windows(data, 4, 10, seed=0)
-    assert [r["id"] for r in rows] == ["conv-a-s1-t0-extract", "conv-a-s1-t4-extract",
-                                       "conv-a-s2-t0-extract", "conv-b-s1-t0-extract",
-                                       "conv-b-s1-t4-extract"]
+    assert [r["id"] for r in rows] == ["conv-a-s1-t0-w4-extract", "conv-a-s1-t4-w2-extract",
+                                       "conv-a-s2-t0-w4-extract", "conv-b-s1-t0-w4-extract",
+                                       "conv-b-s1-t4-w1-extract"]
     for r in rows:
         validate_input("extract", r["input"])
         assert r["episode"] == r["locomo"]["sample_id"]
     by_id = {r["id"]: r for r in rows}
-    w = by_id["conv-a-s2-t0-extract"]
+    w = by_id["conv-a-s2-t0-w4-extract"]
     # 2 turns each; Maren wrote more, so she is the user; her observation cites D2:2 and D2:4
     assert w["locomo"]["focal"] == "Maren"
     assert [e["role"] for e in w["input"]["events"]] == ["assistant", "user", "assistant", "user"]
     assert {e["timestamp"] for e in w["input"]["events"]} == {"2023-06-27T10:37:00Z"}
     assert w["locomo"]["observations"] == [{"fact": "Maren adopted a dog named Pico.",
                                             "dia_ids": ["D2:2", "D2:4"]}]
-    assert by_id["conv-b-s1-t4-extract"]["locomo"]["observations"] == []
+    assert by_id["conv-b-s1-t4-w1-extract"]["locomo"]["observations"] == []
     two = X.build_windows(data, 4, 2, seed=0)
     assert [r["id"] for r in two] == [r["id"] for r in X.build_windows(data, 4, 2, seed=0)]
     assert len(two) == 2
@@ -175,6 +175,7 @@ def test_questions(data):
                    "text": "Maren: Hi Tobias! Big news: I moved to Lisbon last month."}]
     with_distractors = X.build_questions(X.load_locomo(FIXTURE), 2, seed=3, distractors=2)
     assert len(with_distractors) == 2
+    assert all(r["id"].endswith("-d2-s3-reflect") for r in with_distractors)
     for r in with_distractors:
         ids = [e["id"] for e in r["input"]["evidence"]]
         assert len(ids) == len(r["locomo"]["gold_citations"]) + 2 and len(set(ids)) == len(ids)
@@ -188,7 +189,7 @@ def _claim(idx, value, statement="s", subject="the user"):
 
 
 def test_grade_window(data):
-    row = next(r for r in X.build_windows(data, 4, 10, 0) if r["id"] == "conv-a-s2-t0-extract")
+    row = next(r for r in X.build_windows(data, 4, 10, 0) if r["id"] == "conv-a-s2-t0-w4-extract")
     out = {"claims": [_claim([1], "a dog named Pico"),       # cites D2:2 (observed), matches
                       _claim([0], "weekend"),                # cites D2:1: no observation
                       _claim([2], None, "Ilse has two cats")]}
@@ -199,7 +200,7 @@ def test_grade_window(data):
     assert "extract_empty" not in v["metrics"]
     failed = X.grade_window(row, "failed", None)["metrics"]
     assert failed["extract_support"] == [0, 1] and failed["extract_content_coverage"] == [0, 1]
-    quiet = next(r for r in X.build_windows(data, 4, 10, 0) if r["id"] == "conv-b-s1-t4-extract")
+    quiet = next(r for r in X.build_windows(data, 4, 10, 0) if r["id"] == "conv-b-s1-t4-w1-extract")
     assert X.grade_window(quiet, "first_try", {"claims": []})["metrics"] == {
         "extract_support": [0, 0], "extract_empty": [1, 1]}
     assert X.grade_window(quiet, "first_try", {"claims": [_claim([0], "x")]})["metrics"][

@@ -388,7 +388,7 @@ def build_windows(data: Locomo, window: int, windows: int, seed: int) -> list[di
                            "timestamp": t.timestamp, "text": text, "trusted": True})
         facts = [(fact, ids) for fact, ids in sample.observations.get(n, {}).get(focal, [])
                  if set(ids) & set(dia)]
-        row_id = f"{sample.sample_id}-s{n}-t{start}-extract"
+        row_id = f"{sample.sample_id}-s{n}-t{start}-w{len(turns)}-extract"
         rows.append({
             "id": row_id, "episode": sample.sample_id, "task": "extract",
             "input": {"episode_id": f"locomo-{row_id}"[:128], "events": events,
@@ -444,7 +444,8 @@ def build_questions(data: Locomo, questions: int | None, seed: int, distractors:
             evidence.append({"id": evidence_id(d), "timestamp": t.timestamp, "text": text})
         question = q["question"][:400]
         rows.append({
-            "id": f"{sample.sample_id}-q{j}-reflect", "episode": sample.sample_id,
+            "id": f"{sample.sample_id}-q{j}" + (f"-d{distractors}-s{seed}" if distractors else "")
+                  + "-reflect", "episode": sample.sample_id,
             "task": "reflect",
             "input": {"question": question, "asked_at": asked_at, "evidence": evidence},
             "locomo": {"sample_id": sample.sample_id, "qa_index": j,
