@@ -130,3 +130,20 @@ def test_loss_sources(tmp_path):
 def test_cli_errors(tmp_path, capsys):
     assert R.main(["--receipts", str(tmp_path / "nope"), "--out", str(tmp_path / "x")]) == 2
     assert "no receipts folder" in capsys.readouterr().err
+
+
+def test_strip_volatile():
+    from nbformat.v4 import new_output
+
+    nb = R.build_notebook()
+    cell = nb.cells[1]
+    cell["id"] = "random-id"
+    cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:00Z"}
+    cell["outputs"] = [new_output("stream", name="stderr", text="Matplotlib is building the "
+                                  "font cache; this may take a moment.\n"),
+                       new_output("stream", name="stdout", text="kept\n")]
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
+    out = R.strip_volatile(nb)
+    assert out.cells[1]["id"] == "cell-01" and "execution" not in out.cells[1].metadata
+    assert [o["name"] for o in out.cells[1]["outputs"]] == ["stdout"]
+    assert out.metadata["language_info"] == {"name": "python"}

@@ -523,7 +523,8 @@ def execute(nb: Any, cwd: str | Path, timeout: int = 600) -> Any:
 
 def strip_volatile(nb: Any) -> Any:
     """Drop what differs between two runs on the same inputs: execution timestamps, kernel and
-    language versions, widget state; number the cells."""
+    language versions, stderr streams (e.g. matplotlib's one-time font-cache notice); number
+    the cells. A cell that fails stops the build before this (nbclient raises)."""
     nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python",
                                   "name": "python3"},
                    "language_info": {"name": "python"}}
@@ -532,6 +533,9 @@ def strip_volatile(nb: Any) -> Any:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("collapsed", None)
         cell.metadata.pop("scrolled", None)
+        if "outputs" in cell:
+            cell["outputs"] = [o for o in cell["outputs"] if not (
+                o.get("output_type") == "stream" and o.get("name") == "stderr")]
         for out in cell.get("outputs", []):
             out.get("metadata", {}).pop("execution", None)
     return nb
