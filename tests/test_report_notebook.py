@@ -99,6 +99,7 @@ def test_every_section_with_its_input(tmp_path):
     text = _text(external_out)
     assert "not LoCoMo QA accuracy" in text and "License declared by the file: CC0-1.0" in text
     assert "extract_support" in text and "reflect_correct" in text
+    assert "| 5 | 1/1 |" in text and "by QA category" in text
 
 
 def test_loss_sources(tmp_path):

@@ -463,6 +463,20 @@ def show_external(inputs: Inputs) -> None:
                              f"{e['value']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}] "
                              f"(n={e['n_rows']})")
             lines.append(f"| {task} | {m} | " + " | ".join(cells) + " |")
+    cats = summary.get("reflect_by_category", {})
+    names = sorted({c for a in arms for c in cats.get(a, {})})
+    if names:
+        lines += ["", "`reflect_correct` by QA category (as labelled in the file):", "",
+                  "| category | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+        for c in names:
+            lines.append(f"| {c} | " + " | ".join(
+                f"{cats[a][c]['correct']}/{cats[a][c]['rows']}" if c in cats.get(a, {}) else "–"
+                for a in arms) + " |")
+    cfg = summary.get("config", {})
+    if cfg.get("file"):
+        lines += ["", f"File sha256 `{cfg['file'].get('sha256', '?')[:16]}…`; windows "
+                  f"{cfg.get('windows')} of {cfg.get('window')} turns, QA rows "
+                  f"{summary.get('rows_per_task', {}).get('reflect', 0)}, seed {cfg.get('seed')}."]
     _md("\n".join(lines))
 
 
