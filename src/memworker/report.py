@@ -459,9 +459,10 @@ def show_external(inputs: Inputs) -> None:
             cells = []
             for a in arms:
                 e = summary["metrics"].get(a, {}).get(task, {}).get("metrics", {}).get(m)
+                unit = "" if not e or e["den"] == e["n_rows"] else f", {e['num']:g}/{e['den']:g}"
                 cells.append("–" if not e or e["value"] is None else
                              f"{e['value']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}] "
-                             f"(n={e['n_rows']})")
+                             f"(n={e['n_rows']}{unit})")
             lines.append(f"| {task} | {m} | " + " | ".join(cells) + " |")
     cats = summary.get("reflect_by_category", {})
     names = sorted({c for a in arms for c in cats.get(a, {})})
@@ -474,9 +475,10 @@ def show_external(inputs: Inputs) -> None:
                 for a in arms) + " |")
     cfg = summary.get("config", {})
     if cfg.get("file"):
-        lines += ["", f"File sha256 `{cfg['file'].get('sha256', '?')[:16]}…`; windows "
-                  f"{cfg.get('windows')} of {cfg.get('window')} turns, QA rows "
-                  f"{summary.get('rows_per_task', {}).get('reflect', 0)}, seed {cfg.get('seed')}."]
+        per_task = summary.get("rows_per_task", {})
+        lines += ["", f"File sha256 `{cfg['file'].get('sha256', '?')[:16]}…`; "
+                  f"{per_task.get('extract', 0)} windows of up to {cfg.get('window')} turns, "
+                  f"{per_task.get('reflect', 0)} QA rows, seed {cfg.get('seed')}."]
     _md("\n".join(lines))
 
 

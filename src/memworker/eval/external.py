@@ -643,14 +643,16 @@ def report_markdown(summary: dict[str, Any]) -> str:
     cfg = summary["config"]
     arms = summary["arms"]
     f = cfg["file"]
+    per_task = summary["rows_per_task"]
+    left_out = ", ".join(f"{k} {v}" for k, v in sorted(f["notes"].items())) or "none"
     lines = [f"# External diagnostic on `{Path(f['path']).name}` (LoCoMo format)", "",
              f"**{summary['disclaimer']}**", "", license_line(summary["license"]), "",
              f"File sha256 `{f['sha256']}`; {f['counts']['samples']} conversations, "
              f"{f['counts']['turns']} turns, {f['counts']['observations']} observations, "
-             f"{f['counts']['qa']} QA rows. Windows: {cfg['windows']} of {cfg['window']} turns "
-             f"(seed {cfg['seed']}); QA rows: {summary['rows_per_task'].get('reflect', 0)} "
-             f"(distractors {cfg['distractors']}). Rows left out: "
-             + (", ".join(f"{k} {v}" for k, v in sorted(f["notes"].items())) or "none") + ".",
+             f"{f['counts']['qa']} QA rows. Windows: {per_task.get('extract', 0)} of "
+             f"up to {cfg['window']} turns ({cfg['windows']} asked, seed {cfg['seed']}); QA "
+             f"rows: {per_task.get('reflect', 0)} (distractors {cfg['distractors']}). Rows left "
+             f"out: {left_out}.",
              "", "Values: metric [95 % bootstrap interval over conversations] (n rows; num/den "
              "where the unit is not a row). Failed rows count as zero credit.", ""]
     for task in TASKS:
