@@ -149,9 +149,9 @@ CASES = [
     # months and years
     ("in March", WED, "2026-03", "month"),
     ("in March", SAT_Z, "2025-03", "month"),
-    ("in September", WED, "2026-09", "month"),  # forward only: 0-11 months ahead
+    ("in September", WED, "2025-09", "month"),
     ("in October", WED, "2025-10", "month"),  # the anchor's own month
-    ("in April", WED, "2026-04", "month"),
+    ("in April", WED, "2026-04", "month"),  # -6 vs +6 months: tie -> future
     ("May 2026", WED, "2026-05", "month"),
     ("in Dec 2024", WED, "2024-12", "month"),
     ("in 2030", WED, "2030", "year"),

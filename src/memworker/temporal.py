@@ -40,8 +40,8 @@ Conventions
   "Sept"): day precision. Without a year, the occurrence closest to the anchor date (ties: the
   future one); Feb 29 without a year is the closest Feb 29 that exists. A leading weekday
   ("Friday, October 10") is ignored: the explicit date wins. Impossible dates are unresolvable.
-- "<Month> <year>" -> month; "in <Month>" -> the anchor's own month if it matches, else the next
-  such month (0-11 months ahead); "in <year>" (1900-2100) -> year.
+- "<Month> <year>" -> month; "in <Month>" -> the closest such month to the anchor month (ties:
+  the future one; the anchor's own month if it matches); "in <year>" (1900-2100) -> year.
 - "the <ordinal>" ("the 3rd", "on the 21st") -> the next date on or after the anchor date with
   that day of month (the 31st said on Sept 5 is Oct 31).
 - ISO "YYYY-MM-DD" (day) and "YYYY-MM" (month); an ISO datetime is read in its own offset (the
@@ -61,13 +61,20 @@ floor"). De-duplication is by exact substring. It declines (reports nothing) rat
 - "in N <unit>" that measures a span rather than a date: after "first/last/only/once/time/
   ever/never/not/n't/since/best/worst/longest" within the three words before it ("the first
   time in 5 years", "haven't seen her in two weeks");
-- the forward-only forms (a bare weekday, "the <ordinal>", "in <Month>") in a clause that reads
-  as past: a past-tense verb (a lower-case word ending in -ed, or one of a fixed list of
-  irregular pasts: was, saw, went, met, ...) and no future marker (will, 'll, going to, gonna,
-  plan, want, hope, need to, have to, should, let's, "am/is/are ...ing") in the same clause
-  (clauses end at . ! ? ; , and before "and/but/then/so"), unless the expression follows
-  "for/by/until/till/before" ("I booked a table for Friday" is found). "I saw her Friday" and
-  "I moved here in March" report nothing; "I'm moving in March" reports "in March";
+- the direction-blind forms (a bare weekday and "the <ordinal>", read forward; "in <Month>",
+  read as the closest such month) when the clause's tense contradicts the reading. A clause
+  reads as past when it has a past-tense verb (a lower-case word ending in -ed, not after
+  "the/a/my/very/is/'m/been/..." as in "the advanced class", or one of a fixed list of irregular
+  pasts: was, saw, went, met, ...) and no future or modal marker (will, 'll, going to, gonna,
+  plan, want, hope, need to, have to, should, could, would, might, may, can, must, let's,
+  "am/is/are ...ing"); it reads as future when it has such a marker. Clauses end at . ! ? ; ,
+  and before "and/but/then/so"; an expression after "for/by/until/till/before" is a target date
+  and never declined ("I booked a table for Friday"). Without an anchor, these forms are
+  declined in every past clause. With the event's timestamp as `anchor` (the codec's schema
+  and `memworker.verify` pass it), a form is declined only when its reading lands on the wrong
+  side of the anchor: after it in a past clause, before it in a future clause. Said on
+  2025-11-10: "I saw her Friday" and "I moved here in March" report nothing, "we found out in
+  October" reports "in October" (2025-10), "I'm moving in March" reports "in March";
 - time ranges: "08:00-12:00" is never a time with a UTC offset.
 """
 
@@ -312,8 +319,10 @@ def _h_month_day(m: re.Match, a: datetime) -> tuple[str, object]:
 
 
 def _h_month(m: re.Match, a: datetime) -> tuple[str, object]:
-    month = _month_name(m)  # the anchor's month or the next such month: 0-11 months ahead
-    return "month", (a.year + (1 if month < a.month else 0), month)
+    here = a.year * 12 + a.month - 1
+    cands = [(y * 12 + _month_name(m) - 1) for y in (a.year - 1, a.year, a.year + 1)]
+    best = min(cands, key=lambda c: (abs(c - here), c < here))
+    return "month", (best // 12, best % 12 + 1)
 
 
 def _h_ordinal(m: re.Match, a: datetime) -> tuple[str, object]:
@@ -493,7 +502,7 @@ _SPAN_BEFORE = re.compile(
 # forward-only forms in a clause that reads as past are declined
 _CLAUSE_END = re.compile(r"[.!?;,\n]|\s(?:and|but|then|so)\s", re.I)
 _IRREGULAR_PAST = (
-    "was", "were", "had", "did", "saw", "went", "met", "got", "took", "made", "told", "said",
+    "was", "were", "had", "did", "saw", "went", "met", "took", "made", "told", "said",
     "came", "left", "bought", "paid", "ran", "found", "gave", "sent", "spent", "felt", "kept",
     "lost", "won", "wrote", "ate", "drove", "flew", "began", "broke", "brought", "built", "caught",
     "chose", "drank", "fell", "forgot", "heard", "held", "knew", "led", "meant", "rode", "sang",
@@ -501,42 +510,60 @@ _IRREGULAR_PAST = (
     "wasn't", "weren't", "didn't", "hadn't", "couldn't")
 _NOT_PAST_ED = ("need", "bed", "red", "shed", "seed", "feed", "speed", "weed", "breed", "indeed",
                 "hundred", "proceed", "succeed", "exceed", "sled", "embed", "wed", "shred")
+# an -ed word after one of these is an adjective or a passive ("the advanced class", "I'm
+# excited"), not a past-tense verb
+_ED_ADJECTIVE_AFTER = (
+    "the", "a", "an", "my", "your", "his", "her", "our", "their", "its", "this", "that", "very",
+    "so", "too", "more", "most", "really", "quite", "be", "been", "being", "is", "are", "am", "m",
+    "re", "get", "gets", "getting", "feel", "feels", "look", "looks", "seem", "seems", "not")
 _PAST = re.compile(
-    r"(?<![\w'])(?:(?!(?:" + "|".join(_NOT_PAST_ED) + r")\b)[a-z]{2,}ed|"
+    r"(?<![\w'\u2019])(?:"
+    + "".join(rf"(?<!\b{w}\s)" for w in _ED_ADJECTIVE_AFTER)
+    + r"(?!(?:" + "|".join(_NOT_PAST_ED) + r")\b)[a-z]{2,}ed|"
     + "|".join(p.replace("'", "['\u2019]") for p in _IRREGULAR_PAST) + r")(?![\w'])")
 _FUTURE = re.compile(
     r"\b(?:will|shall|gonna|going\s+to|plan\w*|want\w*|hope\w*|intend\w*|need\s+to|"
-    r"have\s+to|has\s+to|should|let['\u2019]s|(?:am|is|are)\s+\w+ing)\b"
-    r"|['\u2019](?:ll|m\s+\w+ing|re\s+\w+ing)\b", re.I)
+    r"have\s+to|has\s+to|should|could|would|might|may|can|must|let['\u2019]s|"
+    r"(?:am|is|are)\s+\w+ing)\b|['\u2019](?:ll|m\s+\w+ing|re\s+\w+ing)\b", re.I)
 _TARGET_BEFORE = re.compile(r"\b(?:for|by|until|till|before)\s+$", re.I)
 
 
-def _forward_only(m: re.Match, handler: Callable) -> bool:
-    """A form `resolve` reads forward only: a bare weekday, "the <ordinal>", "in <Month>"."""
+def _direction_blind(m: re.Match, handler: Callable) -> bool:
+    """A bare weekday, "the <ordinal>" or "in <Month>": forms read without regard to tense."""
     if handler is _h_weekday:
         return not m.group("wmod")
     return handler in (_h_ordinal, _h_month)
 
 
-def _past_clause(text: str, start: int, end: int) -> bool:
-    """The clause around text[start:end] reads as past (see the module docstring)."""
+def _tense(text: str, start: int, end: int) -> str:
+    """"past", "future" or "" for the clause around text[start:end] (module docstring)."""
     if _TARGET_BEFORE.search(text, 0, start):
-        return False
+        return ""
     left = max((b.end() for b in _CLAUSE_END.finditer(text, 0, start)), default=0)
     after = _CLAUSE_END.search(text, end)
-    clause = text[left:after.start() if after else len(text)]
-    return bool(_PAST.search(clause)) and not _FUTURE.search(clause)
+    clause = text[left:start] + " " + text[end:after.start() if after else len(text)]
+    if _FUTURE.search(clause):
+        return "future"
+    return "past" if _PAST.search(clause) else ""
 
 
 def _declined(text: str, start: int, end: int, handlers: list[Callable],
-              matches: list[re.Match]) -> bool:
+              matches: list[re.Match], anchor: datetime | None) -> bool:
     if _h_in_offset in handlers and _SPAN_BEFORE.search(text, 0, start):
         return True
-    return any(_forward_only(m, h) for m, h in zip(matches, handlers, strict=True)) and \
-        _past_clause(text, start, end)
+    if not any(_direction_blind(m, h) for m, h in zip(matches, handlers, strict=True)):
+        return False
+    tense = _tense(text, start, end)
+    if not tense:
+        return False
+    if anchor is None:
+        return tense == "past"
+    resolved = resolve(text[start:end], anchor).date
+    here = anchor.date().isoformat()[:len(resolved[:10])]
+    return resolved[:10] > here if tense == "past" else resolved[:10] < here
 
 
-def _longest_at(text: str, start: int) -> int | None:
+def _longest_at(text: str, start: int, anchor: datetime | None) -> int | None:
     matches = [(m, r.handler) for r in _DETECT_RULES if (m := r.regex.match(text, start))]
     for end in sorted({m.end() for m, _ in matches}, reverse=True):
         if not _boundary_ok(text, start, end):
@@ -550,20 +577,22 @@ def _longest_at(text: str, start: int) -> int | None:
         except UnresolvableExpression:
             continue
         at_end = [(m, h) for m, h in matches if m.end() == end]
-        if _declined(text, start, end, [h for _, h in at_end], [m for m, _ in at_end]):
+        if _declined(text, start, end, [h for _, h in at_end], [m for m, _ in at_end], anchor):
             return None
         return end
     return None
 
 
-def find_expressions(text: str) -> list[str]:
+def find_expressions(text: str, anchor: str | datetime | None = None) -> list[str]:
     """Every resolvable time expression in text: exact substrings, left to right, non-overlapping,
     longest match first, de-duplicated (first occurrence kept); forms `resolve` would read wrongly
-    in their context are declined (module docstring)."""
+    in their context are declined (module docstring). `anchor`: the timestamp of the event the
+    text was said in (optional; with it fewer forms are declined)."""
+    a = parse_anchor(anchor) if anchor is not None else None
     found: list[str] = []
     pos = 0
     while (w := _WORD_START.search(text, pos)) is not None:
-        end = _longest_at(text, w.start())
+        end = _longest_at(text, w.start(), a)
         if end is None:
             pos = w.start() + 1
             continue
