@@ -252,6 +252,7 @@ def test_natural_reference_is_optional_but_a_given_path_must_exist(tmp_path, mon
         natural_reference(tmp_path / "missing")
 
 
+@pytest.mark.slow  # a default-sized build: about 40 s on 2 shared cores
 def test_default_corpus_passes_the_audit_before_repair(tmp_path: Path) -> None:
     """Issue 11 item 6: the generator's rows pass the audit before any repair. Goes green once
     the v2 generator (and its calendar under the temporal weekday convention) is merged."""
