@@ -409,3 +409,21 @@ def test_time_range_is_not_an_offset() -> None:
         Resolved("2024-05-01T13:00:00+00:00", "datetime")
     with pytest.raises(UnresolvableExpression):
         resolve("08:00-12:00", WED)
+
+
+ANCHORED_CASES = [  # said on Monday 2025-11-10
+    ("We found out in October.", [], ["in October"]),  # past clause, reading 2025-10: kept
+    ("I moved here in March.", [], []),  # the closest March is 2026-03: after the anchor
+    ("I'm moving in October.", ["in October"], []),  # future clause, reading 2025-10: before
+    ("I'm moving in March.", ["in March"], ["in March"]),
+    ("I saw her Monday.", [], ["Monday"]),  # a bare weekday said that day is that day
+    ("I saw her Friday.", [], []),
+    ("I paid it on the 10th.", [], ["on the 10th"]),
+    ("See you Friday.", ["Friday"], ["Friday"]),
+]
+
+
+@pytest.mark.parametrize(("text", "plain", "anchored"), ANCHORED_CASES)
+def test_finder_with_anchor_declines_only_wrong_side_readings(text, plain, anchored) -> None:
+    assert find_expressions(text) == plain
+    assert find_expressions(text, "2025-11-10T20:30:00+01:00") == anchored
