@@ -101,6 +101,8 @@ _SENTENCE_END = re.compile(
     r"(?<!\bMr\.)(?<!\bMrs\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+")
 _TRUTH_KEYS = ("subject", "value", "believer", "exception", "stale")
 _WORD = re.compile(r"[\w'’-]+")
+_NOT_NAMES = frozenset({"The", "A", "An", "My", "Our", "Their", "His", "Her", "It", "This",
+                        "That", "In", "On", "At", "For", "To", "And", "But"})
 
 
 def _truth_strings(obj: Any, key: str = "") -> Iterable[tuple[str, str]]:
@@ -138,7 +140,8 @@ class Masker:
                     continue
                 vocab[r["episode"]].setdefault(text, kind)
                 if kind == "v":
-                    names.update(w for w in re.findall(r"[A-Z][\w'’-]+", text))
+                    names.update(w for w in re.findall(r"[A-Z][\w'’-]+", text)
+                                 if w not in _NOT_NAMES)
         self._vocab = {ep: self._index(v) for ep, v in vocab.items()}
         self._names = frozenset(names)
         self._cache: dict[tuple[str, str], str] = {}
