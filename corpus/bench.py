@@ -1,8 +1,10 @@
-"""Benchmark the corpus stage: rows generated and audited per second, and full build times.
+"""Benchmark the corpus stage: rows generated and audited per second, the transfer probes, and
+full build times.
 
 Usage:
     python corpus/bench.py                  # default size (1,300 episodes), with and without tokens
     python corpus/bench.py --episodes 400 --no-tokens
+    python corpus/build.py --probes data/corpus  # the probe table of a built corpus
 
 Prints a table and one JSON line. Run it on an otherwise idle machine; other processes sharing
 the cores slow every figure down.
@@ -18,6 +20,7 @@ from memworker.corpus.audit import audit_rows
 from memworker.corpus.build import DEFAULT_EPISODES, build_corpus, plan
 from memworker.corpus.coding import POOLS_WITH_CODING
 from memworker.corpus.episode import make_episode
+from memworker.corpus.probes import transfer_report
 from memworker.corpus.world import make_family
 
 
@@ -37,10 +40,13 @@ def main() -> int:
     t1 = time.perf_counter()
     audit_rows(rows, splits)
     t2 = time.perf_counter()
+    transfer_report(rows)
+    probes_s = time.perf_counter() - t2
     result = {"episodes": args.episodes, "domain": args.domain, "rows": len(rows),
               "generate_rows_per_s": round(len(rows) / (t1 - t0), 1),
               "audit_rows_per_s": round(len(rows) / (t2 - t1), 1),
-              "generate_and_audit_rows_per_s": round(len(rows) / (t2 - t0), 1)}
+              "generate_and_audit_rows_per_s": round(len(rows) / (t2 - t0), 1),
+              "probes_s": round(probes_s, 1)}
     for tokens in (False,) if args.no_tokens else (False, True):
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()

@@ -117,7 +117,8 @@ def test_time_expressions_come_from_detector_and_dates_from_resolver(generated):
                 assert c["date"] is None and c["date_precision"] is None
                 continue
             cited = [e for e in events if e["index"] in c["source_indices"]]
-            assert any(expr in temporal.find_expressions(e["text"]) for e in cited), (r["id"], expr)
+            assert any(expr in temporal.find_expressions(e["text"], e["timestamp"])
+                       for e in cited), (r["id"], expr)
             got = wire.resolve_claim_time(expr, c["source_indices"], events)
             assert got == (c["date"], c["date_precision"]), (r["id"], expr)
             assert "T" not in c["date"]  # date-only expressions never get a clock time

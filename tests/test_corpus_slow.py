@@ -21,7 +21,9 @@ def test_token_counts_enforce_the_limit(tmp_path, embedded_gguf):
                                         "gguf_sha256": sha256_file(embedded_gguf)}
     for s in ("train", "val", "test"):
         stats = m["tokens"][s]
-        assert 0 < stats["mean_prompt"] < stats["mean_total"] <= stats["max_total"] <= 1024
+        assert 0 < stats["mean_prompt"] < stats["mean_total"] <= stats["max_total"]
+        assert stats["max_total"] <= tokens.MAX_TOKENS
+        assert stats["max_prompt"] <= tokens.MAX_PROMPT_TOKENS
     rows = load_rows(tmp_path / "c", "train", form="canonical")
     counted = tokens.count([wire_row(r)["messages"] for r in rows])
     assert max(total for _, total in counted) == m["tokens"]["train"]["max_total"]

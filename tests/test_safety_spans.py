@@ -77,3 +77,14 @@ def test_spans_edge_cases():
     assert candidate_spans("ok") == []
     assert len(candidate_spans(", ".join(f"part {i}" for i in range(100)))) == MAX_SPANS_PER_EVENT
     assert candidate_spans("a" * 5000) == []
+
+
+def test_titles_and_eg_do_not_end_a_sentence():
+    text = "I met Ms. Lee and Dr. Patel today. We like parks, e.g. the big one. Mr. Cho left."
+    spans = candidate_spans(text)
+    assert "I met Ms. Lee and Dr. Patel today." in spans
+    assert "We like parks, e.g. the big one." in spans
+    assert "Mr. Cho left." in spans
+    assert not any(s.endswith(("Ms.", "Dr.", "Mr.", "e.g.")) for s in spans)
+    assert "No. I sold it." not in candidate_spans("No. I sold it.")[1:]  # "No." still ends one
+    assert "I sold it." in candidate_spans("No. I sold it.")

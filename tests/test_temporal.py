@@ -52,9 +52,9 @@ CASES = [
     ("Monday", SUN, "2025-06-02", "day"),
     ("next Monday", NYE, "2026-01-05", "day"),
     ("Friday", NYE, "2026-01-02", "day"),
-    ("NEXT FRIDAY", WED, "2025-10-17", "day"),
-    ("  next friday. ", WED, "2025-10-17", "day"),
-    ("(Next  Friday)!", WED, "2025-10-17", "day"),
+    ("NEXT FRIDAY", WED, "2025-10-10", "day"),  # next = first strictly after
+    ("  next friday. ", WED, "2025-10-10", "day"),
+    ("(Next  Friday)!", WED, "2025-10-10", "day"),
     # weeks and weekends (the Monday / Saturday of that week)
     ("this week", WED, "2025-10-06", "day"),
     ("next week", WED, "2025-10-13", "day"),
@@ -150,6 +150,7 @@ CASES = [
     ("in March", WED, "2026-03", "month"),
     ("in March", SAT_Z, "2025-03", "month"),
     ("in September", WED, "2025-09", "month"),
+    ("in October", WED, "2025-10", "month"),  # the anchor's own month
     ("in April", WED, "2026-04", "month"),  # -6 vs +6 months: tie -> future
     ("May 2026", WED, "2026-05", "month"),
     ("in Dec 2024", WED, "2024-12", "month"),
@@ -336,3 +337,93 @@ def test_cli_errors(expression: str, anchor: str) -> None:
     assert proc.stdout == ""
     assert proc.stderr.startswith("error: ")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------- weekday convention (all 7 x 7)
+WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+MONDAY = date(2025, 10, 6)  # a Monday; anchors Mon 10-06 .. Sun 10-12
+
+
+def _brute(anchor_day: date, target: int, mod: str) -> date:
+    """The convention by walking the calendar one day at a time (no modular arithmetic)."""
+    if mod == "this":
+        start = anchor_day
+        while start.weekday() != 0:
+            start -= timedelta(days=1)
+        return start + timedelta(days=target)
+    step = -1 if mod == "last" else 1
+    day = anchor_day if mod == "" else anchor_day + timedelta(days=step)
+    while day.weekday() != target:
+        day += timedelta(days=step)
+    return day
+
+
+@pytest.mark.parametrize("anchor_wd", range(7))
+@pytest.mark.parametrize("target", range(7))
+@pytest.mark.parametrize("mod", ["next", "last", "this", ""])
+def test_weekday_convention_every_combination(anchor_wd: int, target: int, mod: str) -> None:
+    anchor_day = MONDAY + timedelta(days=anchor_wd)
+    anchor = f"{anchor_day.isoformat()}T10:00:00+02:00"
+    expression = f"{mod} {WEEKDAY_NAMES[target]}".strip()
+    got = date.fromisoformat(resolve(expression, anchor).date)
+    assert got == _brute(anchor_day, target, mod)
+    delta = (got - anchor_day).days
+    expected_range = {"next": range(1, 8), "last": range(-7, 0), "": range(0, 7)}.get(mod)
+    if expected_range is not None:
+        assert delta in expected_range, (expression, anchor_day, delta)
+    else:
+        assert got.isocalendar()[:2] == anchor_day.isocalendar()[:2]  # same Mon-Sun week
+
+
+# ------------------------------------------------------------- the finder declines misreadings
+DECLINE_CASES = [
+    ("It was the first time in 5 years.", []),
+    ("For the first time in two weeks I slept well.", []),
+    ("I haven't seen him in three months.", []),
+    ("I will see him in two weeks.", ["in two weeks"]),
+    ("Open 08:00-12:00 on weekdays.", []),
+    ("The slot on 2024-05-01 08:00-12:00 is taken.", ["on 2024-05-01"]),
+    ("I moved here in March.", []),
+    ("I'm moving in March.", ["in March"]),
+    ("We are flying out in March, I think.", ["in March"]),
+    ("I paid the rent on the 16th.", []),
+    ("I'll pay the rent on the 16th.", ["on the 16th"]),
+    ("I saw her Friday.", []),
+    ("See you Friday.", ["Friday"]),
+    ("I booked a table for Friday.", ["Friday"]),
+    ("I went there Friday and will go back next week.", ["next week"]),
+    ("We met last Friday.", ["last Friday"]),
+    ("I was born on 3 March 1990.", ["on 3 March 1990"]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), DECLINE_CASES)
+def test_finder_declines_rather_than_misreads(text: str, expected: list[str]) -> None:
+    assert find_expressions(text) == expected
+
+
+def test_time_range_is_not_an_offset() -> None:
+    with pytest.raises(UnresolvableExpression):
+        resolve("2024-05-01 08:00-12:00", WED)
+    assert resolve("2024-05-01T08:00-05:00", "2024-05-01T00:00:00+00:00") == \
+        Resolved("2024-05-01T13:00:00+00:00", "datetime")
+    with pytest.raises(UnresolvableExpression):
+        resolve("08:00-12:00", WED)
+
+
+ANCHORED_CASES = [  # said on Monday 2025-11-10
+    ("We found out in October.", [], ["in October"]),  # past clause, reading 2025-10: kept
+    ("I moved here in March.", [], []),  # the closest March is 2026-03: after the anchor
+    ("I'm moving in October.", ["in October"], []),  # future clause, reading 2025-10: before
+    ("I'm moving in March.", ["in March"], ["in March"]),
+    ("I saw her Monday.", [], ["Monday"]),  # a bare weekday said that day is that day
+    ("I saw her Friday.", [], []),
+    ("I paid it on the 10th.", [], ["on the 10th"]),
+    ("See you Friday.", ["Friday"], ["Friday"]),
+]
+
+
+@pytest.mark.parametrize(("text", "plain", "anchored"), ANCHORED_CASES)
+def test_finder_with_anchor_declines_only_wrong_side_readings(text, plain, anchored) -> None:
+    assert find_expressions(text) == plain
+    assert find_expressions(text, "2025-11-10T20:30:00+01:00") == anchored

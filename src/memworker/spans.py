@@ -3,9 +3,10 @@
 The codec's dynamic schema offers exactly these spans per event (an enum), and the corpus builds
 its gold quotes from them, so every training target is representable under the grammar. Spans
 are exact substrings of the event text: the whole text, each line, each sentence, and each clause
-of a sentence (split at , ; : and dashes), stripped of surrounding whitespace. Spans that contain
-a credential-shaped string are never offered. Order is deterministic (document order, longest
-first at each position), duplicates removed.
+of a sentence (split at , ; : and dashes), stripped of surrounding whitespace. A sentence ends
+after . ! ? and whitespace, except after a title or "e.g."/"i.e." (`ABBREVIATIONS`). Spans
+that contain a credential-shaped string are never offered. Order is deterministic (document
+order, longest first at each position), duplicates removed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ MAX_SPAN_CHARS = 600
 MAX_SPANS_PER_EVENT = 40
 MIN_SPAN_CHARS = 3
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: abbreviations whose full stop does not end a sentence ("Ms. Lee", "e.g. the park")
+ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Mx", "Dr", "Prof", "St", "Jr", "Sr", "vs", "e.g", "i.e",
+                 "E.g", "I.e", "approx")
+_SENTENCE_END = re.compile(
+    "".join(rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS) + r"(?<=[.!?])\s+")
 _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:]\s+|\s[-–—]\s)")
 
 

@@ -13,10 +13,19 @@ Conventions
   seconds are 00 unless an ISO datetime gives them; fractions are dropped).
   A date-only expression never yields a clock time; only an explicit clock time ("at 3pm",
   "15:30", "noon", an ISO datetime) makes a datetime.
-- Weeks run Monday-Sunday. "this <weekday>" is that weekday of the anchor's week (may be past),
-  "next <weekday>" that weekday of the following week, "last <weekday>" of the previous week.
-  A bare "<weekday>" / "on <weekday>" is the nearest occurrence on or after the anchor date (said
-  on a Wednesday, "Wednesday" is that same day).
+- Weeks run Monday-Sunday. **Weekday convention** (the one place it is written down; the corpus
+  generator's calendar, the audit and the codec all follow it):
+
+  - "next <weekday>" is the first such day strictly after the anchor date (1-7 days ahead: said
+    on a Wednesday, "next Friday" is two days later, "next Wednesday" a week later);
+  - "last <weekday>" is the most recent such day strictly before the anchor date (1-7 days
+    back: said on a Wednesday, "last Monday" is two days earlier, "last Wednesday" a week
+    earlier);
+  - "this <weekday>" is that weekday of the anchor's Monday-Sunday week (may be past: said on a
+    Wednesday, "this Monday" is two days earlier);
+  - a bare "<weekday>" / "on <weekday>" is the nearest occurrence on or after the anchor date
+    (0-6 days ahead; said on a Wednesday, "Wednesday" is that same day).
+
 - "this/next/last week" is the Monday that starts that week, precision "day" (there is no week
   precision); "this/next/last weekend" is that week's Saturday (day).
 - "this/next/last month" -> ``YYYY-MM``; "this/next/last year" -> ``YYYY``.
@@ -36,7 +45,8 @@ Conventions
 - "the <ordinal>" ("the 3rd", "on the 21st") -> the next date on or after the anchor date with
   that day of month (the 31st said on Sept 5 is Oct 31).
 - ISO "YYYY-MM-DD" (day) and "YYYY-MM" (month); an ISO datetime is read in its own offset (the
-  anchor's if it has none) and reported in the anchor's offset.
+  anchor's if it has none) and reported in the anchor's offset. A UTC offset is only read after a
+  "T" datetime: "2025-05-01 08:00-12:00" is a date and a time range, not a time at UTC-12.
 - Clock times: "at 3pm", "at 3:30 pm", "at 15:30", "at noon", "at midnight" (00:00 at the start
   of the day) -> datetime on the anchor date, or on the day of an attached day expression
   ("tomorrow at 9am", "at 9am tomorrow", "next Tuesday at 3pm", "on March 3 at 10:00").
@@ -45,7 +55,27 @@ Conventions
 `find_expressions` is deliberately conservative: it only reports expressions `resolve` accepts,
 requires "in" before a bare month or year, ignores weekdays after "the/every/each" and
 "last/next" after "the" ("the last week"), and ignores "the 2nd" when a word follows ("the 2nd
-floor"). De-duplication is by exact substring.
+floor"). De-duplication is by exact substring. It declines (reports nothing) rather than let
+`resolve` read an expression wrongly:
+
+- "in N <unit>" that measures a span rather than a date: after "first/last/only/once/time/
+  ever/never/not/n't/since/best/worst/longest" within the three words before it ("the first
+  time in 5 years", "haven't seen her in two weeks");
+- the direction-blind forms (a bare weekday and "the <ordinal>", read forward; "in <Month>",
+  read as the closest such month) when the clause's tense contradicts the reading. A clause
+  reads as past when it has a past-tense verb (a lower-case word ending in -ed, not after
+  "the/a/my/very/is/'m/been/..." as in "the advanced class", or one of a fixed list of irregular
+  pasts: was, saw, went, met, ...) and no future or modal marker (will, 'll, going to, gonna,
+  plan, want, hope, need to, have to, should, could, would, might, may, can, must, let's,
+  "am/is/are ...ing"); it reads as future when it has such a marker. Clauses end at . ! ? ; ,
+  and before "and/but/then/so"; an expression after "for/by/until/till/before" is a target date
+  and never declined ("I booked a table for Friday"). Without an anchor, these forms are
+  declined in every past clause. With the event's timestamp as `anchor` (the codec's schema
+  and `memworker.verify` pass it), a form is declined only when its reading lands on the wrong
+  side of the anchor: after it in a past clause, before it in a future clause. Said on
+  2025-11-10: "I saw her Friday" and "I moved here in March" report nothing, "we found out in
+  October" reports "in October" (2025-10), "I'm moving in March" reports "in March";
+- time ranges: "08:00-12:00" is never a time with a UTC offset.
 """
 
 from __future__ import annotations
@@ -213,6 +243,8 @@ _MOD_SHIFT = {"this": 0, "next": 1, "last": -1}
 # tuple (month), an int (year) or an aware datetime (datetime).
 def _h_iso_datetime(m: re.Match, a: datetime) -> tuple[str, object]:
     tz: timezone = a.tzinfo  # type: ignore[assignment]
+    if m.group("itz") and m.group("isep") != "T" and m.group("itz").upper() != "Z":
+        raise _Reject("a time followed by -HH:MM after a space is a time range, not a UTC offset")
     if m.group("itz"):
         raw = m.group("itz").upper().replace(":", "")
         if raw == "Z":
@@ -246,9 +278,13 @@ def _h_relative_day(m: re.Match, a: datetime) -> tuple[str, object]:
 def _h_weekday(m: re.Match, a: datetime) -> tuple[str, object]:
     today, target = a.date(), _WEEKDAYS.index(m.group("wd").lower())
     mod = (m.group("wmod") or "").lower()
-    if not mod:
+    if not mod:  # on or after the anchor date: 0-6 days ahead
         return "day", today + timedelta(days=(target - today.weekday()) % 7)
-    return "day", _week_monday(today) + timedelta(days=7 * _MOD_SHIFT[mod] + target)
+    if mod == "next":  # strictly after: 1-7 days ahead
+        return "day", today + timedelta(days=(target - today.weekday() - 1) % 7 + 1)
+    if mod == "last":  # strictly before: 1-7 days back
+        return "day", today - timedelta(days=(today.weekday() - target - 1) % 7 + 1)
+    return "day", _week_monday(today) + timedelta(days=target)  # this: the anchor's week
 
 
 def _h_period(m: re.Match, a: datetime) -> tuple[str, object]:
@@ -312,6 +348,9 @@ def _h_time_only(m: re.Match, a: datetime) -> tuple[str, object]:
     return "day", a.date()  # the clock time is applied by resolve()
 
 
+_h_in_offset = _offset_handler(1)  # "in N <unit>": find_expressions declines it after "first time"
+
+
 # --------------------------------------------------------------------------- rules
 @dataclass(frozen=True)
 class _Rule:
@@ -322,7 +361,7 @@ class _Rule:
 
 # (pattern, handler, timeable: may carry "at <time>" before/after, detect)
 _SPECS: list[tuple[str, Callable[[re.Match, datetime], tuple[str, object]], bool, bool]] = [
-    (r"(?:on\s+)?(?P<iy>\d{4})-(?P<im>\d\d)-(?P<id>\d\d)[T ](?P<iH>\d\d):(?P<iM>\d\d)"
+    (r"(?:on\s+)?(?P<iy>\d{4})-(?P<im>\d\d)-(?P<id>\d\d)(?P<isep>[T ])(?P<iH>\d\d):(?P<iM>\d\d)"
      r"(?::(?P<iS>\d\d)(?:\.\d+)?)?(?P<itz>Z|[+-]\d\d:?\d\d)?(?![\w:+-])",
      _h_iso_datetime, False, True),
     (r"(?:on\s+)?(?P<iy>\d{4})-(?P<im>\d\d)-(?P<id>\d\d)(?![\w:+]|-\d)",
@@ -337,7 +376,7 @@ _SPECS: list[tuple[str, Callable[[re.Match, datetime], tuple[str, object]], bool
      rf"(?P<wd>{_WD})(?!\w)(?!\s+of\b)", _h_weekday, True, True),
     (r"(?<!the )(?P<pmod>this|next|last)\s+(?P<period>weekend|week|month|year)(?!\w)",
      _h_period, False, True),
-    (rf"in\s+{_NUM}\s+{_UNIT}(?!\s+or\b)", _offset_handler(1), True, True),
+    (rf"in\s+{_NUM}\s+{_UNIT}(?!\s+or\b)", _h_in_offset, True, True),
     (rf"{_NUM}\s+{_UNIT}\s+from\s+(?:now|today)(?!\w)", _offset_handler(1), True, True),
     (rf"{_NUM}\s+{_UNIT}\s+ago(?!\w)", _offset_handler(-1), True, True),
     (rf"{_ON}{_LEAD_WD}{_MONTH}\s+(?:the\s+)?{_DOM}(?:(?:,\s*|\s+){_YEAR})?",
@@ -456,10 +495,77 @@ def _boundary_ok(text: str, start: int, end: int) -> bool:
     return not (text[end - 1].isdigit() and after in "/:.,-" and after and after2.isdigit())
 
 
-def _longest_at(text: str, start: int) -> int | None:
-    ends = sorted({m.end() for r in _DETECT_RULES if (m := r.regex.match(text, start))},
-                  reverse=True)
-    for end in ends:
+# "in N <unit>" after one of these (within three words) measures a span, not a date
+_SPAN_BEFORE = re.compile(
+    r"(?:\b(?:first|last|only|once|twice|time|times|ever|never|not|no|since|best|worst|"
+    r"longest)|n't)(?:\W+\w+){0,3}\W*$", re.I)
+# forward-only forms in a clause that reads as past are declined
+_CLAUSE_END = re.compile(r"[.!?;,\n]|\s(?:and|but|then|so)\s", re.I)
+_IRREGULAR_PAST = (
+    "was", "were", "had", "did", "saw", "went", "met", "took", "made", "told", "said",
+    "came", "left", "bought", "paid", "ran", "found", "gave", "sent", "spent", "felt", "kept",
+    "lost", "won", "wrote", "ate", "drove", "flew", "began", "broke", "brought", "built", "caught",
+    "chose", "drank", "fell", "forgot", "heard", "held", "knew", "led", "meant", "rode", "sang",
+    "sat", "slept", "sold", "spoke", "stood", "swam", "taught", "thought", "threw", "woke", "wore",
+    "wasn't", "weren't", "didn't", "hadn't", "couldn't")
+_NOT_PAST_ED = ("need", "bed", "red", "shed", "seed", "feed", "speed", "weed", "breed", "indeed",
+                "hundred", "proceed", "succeed", "exceed", "sled", "embed", "wed", "shred")
+# an -ed word after one of these is an adjective or a passive ("the advanced class", "I'm
+# excited"), not a past-tense verb
+_ED_ADJECTIVE_AFTER = (
+    "the", "a", "an", "my", "your", "his", "her", "our", "their", "its", "this", "that", "very",
+    "so", "too", "more", "most", "really", "quite", "be", "been", "being", "is", "are", "am", "m",
+    "re", "get", "gets", "getting", "feel", "feels", "look", "looks", "seem", "seems", "not")
+_PAST = re.compile(
+    r"(?<![\w'\u2019])(?:"
+    + "".join(rf"(?<!\b{w}\s)" for w in _ED_ADJECTIVE_AFTER)
+    + r"(?!(?:" + "|".join(_NOT_PAST_ED) + r")\b)[a-z]{2,}ed|"
+    + "|".join(p.replace("'", "['\u2019]") for p in _IRREGULAR_PAST) + r")(?![\w'])")
+_FUTURE = re.compile(
+    r"\b(?:will|shall|gonna|going\s+to|plan\w*|want\w*|hope\w*|intend\w*|need\s+to|"
+    r"have\s+to|has\s+to|should|could|would|might|may|can|must|let['\u2019]s|"
+    r"(?:am|is|are)\s+\w+ing)\b|['\u2019](?:ll|m\s+\w+ing|re\s+\w+ing)\b", re.I)
+_TARGET_BEFORE = re.compile(r"\b(?:for|by|until|till|before)\s+$", re.I)
+
+
+def _direction_blind(m: re.Match, handler: Callable) -> bool:
+    """A bare weekday, "the <ordinal>" or "in <Month>": forms read without regard to tense."""
+    if handler is _h_weekday:
+        return not m.group("wmod")
+    return handler in (_h_ordinal, _h_month)
+
+
+def _tense(text: str, start: int, end: int) -> str:
+    """"past", "future" or "" for the clause around text[start:end] (module docstring)."""
+    if _TARGET_BEFORE.search(text, 0, start):
+        return ""
+    left = max((b.end() for b in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    after = _CLAUSE_END.search(text, end)
+    clause = text[left:start] + " " + text[end:after.start() if after else len(text)]
+    if _FUTURE.search(clause):
+        return "future"
+    return "past" if _PAST.search(clause) else ""
+
+
+def _declined(text: str, start: int, end: int, handlers: list[Callable],
+              matches: list[re.Match], anchor: datetime | None) -> bool:
+    if _h_in_offset in handlers and _SPAN_BEFORE.search(text, 0, start):
+        return True
+    if not any(_direction_blind(m, h) for m, h in zip(matches, handlers, strict=True)):
+        return False
+    tense = _tense(text, start, end)
+    if not tense:
+        return False
+    if anchor is None:
+        return tense == "past"
+    resolved = resolve(text[start:end], anchor).date
+    here = anchor.date().isoformat()[:len(resolved[:10])]
+    return resolved[:10] > here if tense == "past" else resolved[:10] < here
+
+
+def _longest_at(text: str, start: int, anchor: datetime | None) -> int | None:
+    matches = [(m, r.handler) for r in _DETECT_RULES if (m := r.regex.match(text, start))]
+    for end in sorted({m.end() for m, _ in matches}, reverse=True):
         if not _boundary_ok(text, start, end):
             continue
         cand = text[start:end]
@@ -470,17 +576,23 @@ def _longest_at(text: str, start: int) -> int | None:
             resolve(cand, _PROBE_ANCHOR)
         except UnresolvableExpression:
             continue
+        at_end = [(m, h) for m, h in matches if m.end() == end]
+        if _declined(text, start, end, [h for _, h in at_end], [m for m, _ in at_end], anchor):
+            return None
         return end
     return None
 
 
-def find_expressions(text: str) -> list[str]:
+def find_expressions(text: str, anchor: str | datetime | None = None) -> list[str]:
     """Every resolvable time expression in text: exact substrings, left to right, non-overlapping,
-    longest match first, de-duplicated (first occurrence kept)."""
+    longest match first, de-duplicated (first occurrence kept); forms `resolve` would read wrongly
+    in their context are declined (module docstring). `anchor`: the timestamp of the event the
+    text was said in (optional; with it fewer forms are declined)."""
+    a = parse_anchor(anchor) if anchor is not None else None
     found: list[str] = []
     pos = 0
     while (w := _WORD_START.search(text, pos)) is not None:
-        end = _longest_at(text, w.start())
+        end = _longest_at(text, w.start(), a)
         if end is None:
             pos = w.start() + 1
             continue

@@ -43,3 +43,25 @@ def strings(obj: Any) -> list[str]:
     if isinstance(obj, list):
         return [s for v in obj for s in strings(v)]
     return []
+
+
+#: the one list of hedges: words that mark a statement as uncertain or second-hand. The corpus
+#: audit requires one in a belief's statement and in every consolidate observation; matched as
+#: whole words, case-insensitive (`hedged`), so "may" does not match "mayor".
+HEDGES = (
+    "probably", "probable", "might", "may", "maybe", "perhaps", "possibly", "possible", "likely",
+    "unlikely", "could", "seem", "seems", "seemed", "seemingly", "appear", "appears", "appeared",
+    "apparently", "reckon", "reckons", "reckoned", "guess", "guesses", "i guess", "suppose",
+    "supposes", "supposedly", "presumably", "allegedly", "think", "thinks", "thought", "believe",
+    "believes", "believed", "suspect", "suspects", "suspected", "not sure", "unsure",
+    "not confirmed", "unconfirmed", "not certain", "uncertain", "sounds like", "looks like",
+    "as far as", "i gather", "gathers", "i hear", "rumour", "rumor", "suggests", "tends to",
+)
+_HEDGE_RE = re.compile(r"(?<![\w-])(?:" + "|".join(
+    re.escape(h).replace(r"\ ", r"\s+") for h in sorted(HEDGES, key=len, reverse=True))
+    + r")(?![\w-])", re.I)
+
+
+def hedged(text: str) -> bool:
+    """True when `text` contains one of `HEDGES` as whole words."""
+    return _HEDGE_RE.search(unicodedata.normalize("NFKC", text)) is not None

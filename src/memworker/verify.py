@@ -74,9 +74,9 @@ def spans_of(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=4096)
-def expressions_in(text: str) -> tuple[str, ...]:
-    """The time expressions `memworker.temporal` detects in `text` (cached)."""
-    return tuple(temporal.find_expressions(text))
+def expressions_in(text: str, anchor: str | None = None) -> tuple[str, ...]:
+    """The time expressions `memworker.temporal` detects in `text` said at `anchor` (cached)."""
+    return tuple(temporal.find_expressions(text, anchor))
 
 
 # --- extract ---------------------------------------------------------------------------------
@@ -134,7 +134,8 @@ def claim_findings(claim: dict[str, Any], n: int, events: dict[int, dict[str, An
     out += [Finding("unknown_fact_id", f"{where}/supersedes", f"fact id {fid!r} does not exist")
             for fid in claim["supersedes"] if fid not in fact_ids]
     expr = claim["time_expression"]
-    if expr is not None and not any(expr in expressions_in(e["text"]) for e in events.values()):
+    if expr is not None and not any(expr in expressions_in(e["text"], e.get("timestamp"))
+                                    for e in events.values()):
         out.append(Finding("time_expression_not_detected", f"{where}/time_expression",
                            f"{_short(expr)!r} is not a time expression found in the events"))
     return out

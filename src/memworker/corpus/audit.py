@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memworker import contracts, temporal, verify, wire
-from memworker.corpus.behaviours import HEDGES
 from memworker.safety import contains_credential
+from memworker.textnorm import hedged as _hedged
 from memworker.textnorm import mentions as _mentions
 from memworker.textnorm import norm, strings
 
@@ -233,11 +233,6 @@ def _audit_time(c: dict[str, Any], events: list[dict[str, Any]], where: str) -> 
     if precision != "datetime" and (c["date_precision"] == "datetime" or "T" in (c["date"] or "")):
         out.append(Violation("clock_time_on_date_only", f"{where}: {c['date']} for {expr!r}"))
     return out
-
-
-def _hedged(text: str) -> bool:
-    low = text.lower()
-    return any(h in low for h in HEDGES)
 
 
 def _audit_consolidate(row: dict[str, Any]) -> list[Violation]:

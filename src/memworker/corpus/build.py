@@ -31,9 +31,10 @@ from memworker.corpus.coding import CODING, POOLS_WITH_CODING
 from memworker.corpus.domains import GENERAL
 from memworker.corpus.episode import make_episode
 from memworker.corpus.pools import SPLITS, assign_family_splits, unit_hash
+from memworker.corpus.probes import transfer_report
 from memworker.corpus.world import make_family
 from memworker.hashing import read_jsonl, sha256_bytes, sha256_file, sha256_json, write_jsonl
-from memworker.prompts import render, template_hashes
+from memworker.prompts import format_event, render, template_hashes
 
 GENERATOR_VERSION = "1.0.0"
 DEFAULT_EPISODES = 1300
@@ -251,6 +252,9 @@ def audit_gate(rows: list[dict[str, Any]], family_splits: dict[str, str]
             excluded[r["id"]] = found[r["id"]][0].code
     report = {"rows_audited": len(rows), "rows_with_violations": len(found),
               "violations_by_code": dict(sorted(violations.items())),
+              "pre_repair_violations": {"total": sum(violations.values()),
+                                        "rows": len(found),
+                                        "by_code": dict(sorted(violations.items()))},
               "repaired_from_truth": repaired, "rows_kept": len(kept)}
     return kept, report, excluded
 
@@ -258,18 +262,30 @@ def audit_gate(rows: list[dict[str, Any]], family_splits: dict[str, str]
 def _count_tokens(rows: list[dict[str, Any]]
                   ) -> tuple[dict[str, tuple[int, int]], dict[str, Any], dict[str, str]]:
     """({row id: (prompt, total) tokens}, the manifest's token report without per-split stats,
-    {row id: "too_long"} for rows over the limit): counted with the embedded tokenizer."""
+    {row id: "too_long"} for rows over a limit): counted with the embedded tokenizer."""
     from memworker.corpus import tokens as corpus_tokens
 
     counts = corpus_tokens.count([wire_row(r)["messages"] for r in rows])
     per_row = {r["id"]: c for r, c in zip(rows, counts, strict=True)}
-    too_long = {rid: "too_long" for rid, (_, total) in sorted(per_row.items())
-                if total > corpus_tokens.MAX_TOKENS}
+    too_long = {rid: "too_long" for rid, (prompt, total) in sorted(per_row.items())
+                if total > corpus_tokens.MAX_TOKENS or prompt > corpus_tokens.MAX_PROMPT_TOKENS}
     report = {"tokenizer": corpus_tokens.tokenizer_identity(),
               "max_allowed": corpus_tokens.MAX_TOKENS,
+              "max_prompt_allowed": corpus_tokens.MAX_PROMPT_TOKENS,
               "counted": "prompt = system + user in ChatML with the assistant header; "
-                         "total = system + user + assistant answer"}
+                         "total = system + user + assistant answer; events_text = an extract "
+                         "window's event texts joined by newlines; events_block = its events "
+                         "section as rendered in the prompt (index, timestamp, role, text)"}
     return per_row, report, too_long
+
+
+def _events_text(row: dict[str, Any]) -> str:
+    return "\n".join(e["text"] for e in row["input"]["events"])
+
+
+def _events_block(row: dict[str, Any]) -> str:
+    """The events section of an extract prompt as rendered (index, timestamp, role, text)."""
+    return "\n".join(format_event(e) for e in row["input"]["events"])
 
 
 def _token_stats(counts: list[tuple[int, int]]) -> dict[str, Any] | None:
@@ -279,6 +295,72 @@ def _token_stats(counts: list[tuple[int, int]]) -> dict[str, Any] | None:
             "max_prompt": max(p for p, _ in counts),
             "mean_total": round(mean(t for _, t in counts), 1),
             "max_total": max(t for _, t in counts)}
+
+
+EVENTS_TEXT_TARGET = 400  # mean events-text tokens of extract windows, at least (issue 11)
+
+
+def _token_report(by_split: dict[str, list[dict[str, Any]]],
+                  per_row: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """Per split (all rows and per task) prompt/total statistics, the extract windows' events
+    text, and the targets of issue 11 (events text mean >= 400, prompt max <= 1,536)."""
+    from memworker.corpus import tokens as corpus_tokens
+
+    out: dict[str, Any] = {}
+    extract = [r for s in SPLITS for r in by_split[s] if r["task"] == "extract"]
+    counted = corpus_tokens.count_texts([_events_text(r) for r in extract]
+                                        + [_events_block(r) for r in extract])
+    n = len(extract)
+    text = dict(zip((r["id"] for r in extract), counted[:n], strict=True))
+    block = dict(zip((r["id"] for r in extract), counted[n:], strict=True))
+
+    def stats(values: list[int]) -> dict[str, Any] | None:
+        return {"mean": round(mean(values), 1), "max": max(values), "min": min(values)} \
+            if values else None
+
+    for s in SPLITS:
+        rows = by_split[s]
+        out[s] = _token_stats([per_row[r["id"]] for r in rows])
+        out[f"{s}_by_task"] = {t: _token_stats([per_row[r["id"]] for r in rows if r["task"] == t])
+                               for t in ("extract", "consolidate", "reflect")}
+        out[f"{s}_events_text"] = stats([text[r["id"]] for r in rows if r["task"] == "extract"])
+        out[f"{s}_events_block"] = stats([block[r["id"]] for r in rows if r["task"] == "extract"])
+    every = [per_row[r["id"]] for s in SPLITS for r in by_split[s]]
+    mean_block = round(mean(block.values()), 1) if block else None
+    mean_text = round(mean(text.values()), 1) if text else None
+    max_prompt = max((p for p, _ in every), default=None)
+    out["targets"] = {
+        "events_block_mean": {"figure": mean_block, "target": f">= {EVENTS_TEXT_TARGET}",
+                              "pass": mean_block is not None and mean_block >= EVENTS_TEXT_TARGET},
+        "events_text_mean": {"figure": mean_text, "target": f">= {EVENTS_TEXT_TARGET}",
+                             "pass": mean_text is not None and mean_text >= EVENTS_TEXT_TARGET},
+        "max_prompt": {"figure": max_prompt, "target": f"<= {corpus_tokens.MAX_PROMPT_TOKENS}",
+                       "pass": max_prompt is not None
+                       and max_prompt <= corpus_tokens.MAX_PROMPT_TOKENS},
+    }
+    return out
+
+
+DEFAULT_NATURAL = Path("data/natural")
+
+
+def natural_reference(path: str | Path | None = None) -> dict[str, Any] | None:
+    """The hand-written natural set this corpus is evaluated beside: the sha256 of its
+    manifest.json (which pins every natural file) and its recorded manifest_sha256. `path` is
+    the manifest or its folder; None looks for data/natural/manifest.json relative to the
+    working directory. Optional: None when there is no natural set. Only the hashes enter the
+    manifest (never the folder path), so the manifest stays the same wherever it is built."""
+    target = Path(path) if path is not None else DEFAULT_NATURAL
+    if target.is_dir():
+        target = target / MANIFEST
+    if not target.is_file():
+        if path is not None:
+            raise FileNotFoundError(f"natural-set manifest {target} does not exist; build it with "
+                                    "`python corpus/build.py --natural corpus/natural --out "
+                                    "data/natural`")
+        return None
+    recorded = json.loads(target.read_bytes()).get("manifest_sha256")
+    return {"manifest_file_sha256": sha256_file(target), "manifest_sha256": recorded}
 
 
 def _write_rows(out: Path, by_split: dict[str, list[dict[str, Any]]],
@@ -298,8 +380,11 @@ def _write_rows(out: Path, by_split: dict[str, list[dict[str, Any]]],
 def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISODES,
                  domain: str = "general", count_tokens: bool = True,
                  teacher: str | None = None, teacher_model: str | None = None,
-                 teacher_max_rows: int | None = None, progress: bool = False) -> dict[str, Any]:
-    """Generate, audit, check and freeze a corpus into `out`; return its manifest."""
+                 teacher_max_rows: int | None = None, progress: bool = False,
+                 natural_manifest: str | Path | None = None) -> dict[str, Any]:
+    """Generate, audit, check and freeze a corpus into `out`; return its manifest.
+    `natural_manifest`: the natural set's manifest.json (or its folder) to reference by sha256;
+    None: data/natural/manifest.json when it exists (`natural_reference`)."""
     out = Path(out)
     doms = domains_for(domain)
     rows, family_splits = generate_rows(domain, seed, episodes, progress)
@@ -331,8 +416,9 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
     by_split = {s: [r for r in rows if r["split"] == s] for s in SPLITS}
     heldout = choose_heldout(by_split["test"], [d.key for d in doms])
     if tokens is not None:
-        tokens.update({s: _token_stats([per_row_tokens[r["id"]] for r in by_split[s]])
-                       for s in SPLITS})
+        tokens.update(_token_report(by_split, per_row_tokens))
+    _log(progress, "measuring transfer (skeleton overlap, shortcut probes)")
+    transfer = transfer_report(rows)
     files = _write_rows(out, by_split, heldout)
     # The plot is a view of the counts, not data: it is not hashed, because PNG bytes depend on
     # the matplotlib/FreeType build and the manifest must be identical on any machine.
@@ -358,6 +444,8 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         "prompt_templates": template_hashes(),
         "leakage": leak_report,
         "audit": {"rows_generated": generated, **audit_report, "rows_kept": len(rows)},
+        "transfer": transfer,
+        "natural": natural_reference(natural_manifest),
         "exclusions": {"total": len(excluded),
                        "by_reason": dict(sorted(exclusion_reasons.items())),
                        "ids": dict(sorted(excluded.items()))},

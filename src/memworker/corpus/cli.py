@@ -11,9 +11,12 @@ from memworker.corpus.build import (
     CorpusIntegrityError,
     audit_corpus,
     build_corpus,
+    load_rows,
     verify_corpus,
 )
 from memworker.corpus.natural import NaturalSetError, audit_natural, build_natural
+from memworker.corpus.probes import table as probes_table
+from memworker.corpus.probes import transfer_report
 from memworker.corpus.teacher import TeacherError
 
 NATURAL_GENERATOR = "memworker.corpus.natural"
@@ -31,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     mode.add_argument(
         "--audit", metavar="DIR", help="verify, then re-audit every row of a frozen corpus"
+    )
+    mode.add_argument(
+        "--probes", metavar="DIR",
+        help="verify a frozen corpus, then print its skeleton overlap and shortcut-probe table "
+        "(recomputed from the rows; memworker.corpus.probes)",
     )
     p.add_argument(
         "--natural",
@@ -55,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-tokens",
         action="store_true",
         help="skip counting tokens with the embedded tokenizer (faster; the "
-        "1,024-token limit is then not enforced)",
+        "token limits (1,536 prompt, 2,048 full chat) are then not enforced)",
     )
     p.add_argument(
         "--teacher",
@@ -70,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="paraphrase at most N extract rows (default: all)",
     )
+    p.add_argument(
+        "--natural-manifest",
+        metavar="PATH",
+        help="the natural set's manifest.json (or folder) whose sha256 the corpus manifest "
+        "records (default: data/natural when it exists; optional)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -79,9 +93,37 @@ def _table(rows: list[tuple[str, object]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
+def summary(m: dict) -> str:
+    """The figures of issue 11 from a corpus manifest: pre-repair audit, tokens, transfer."""
+    a = m["audit"]
+    pre = a.get("pre_repair_violations", {})
+    lines = [("pre-repair violations", f"{pre.get('total')} in {pre.get('rows')} rows "
+              f"{pre.get('by_code')}"),
+             ("repaired from truth", a.get("repaired_from_truth"))]
+    tok = m.get("tokens") or {}
+    for name, t in (tok.get("targets") or {}).items():
+        lines.append((f"tokens {name}", f"{t['figure']} target {t['target']} "
+                                        f"{'PASS' if t['pass'] else 'FAIL'}"))
+    if m.get("natural"):
+        lines.append(("natural set manifest", m["natural"]["manifest_file_sha256"]))
+    out = _table(lines)
+    if m.get("transfer"):
+        out += "\n" + probes_table(m["transfer"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.probes:
+            verify_corpus(args.probes)
+            rows = [r for s in ("train", "val", "test")
+                    for r in load_rows(args.probes, s, form="canonical")]
+            start = time.perf_counter()
+            report = transfer_report(rows)
+            print(probes_table(report))
+            print(f"({len(rows)} rows, {time.perf_counter() - start:.1f}s)")
+            return 0
         if args.verify:
             m = verify_corpus(args.verify)
             print(
@@ -147,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
             teacher_model=args.teacher_model,
             teacher_max_rows=args.teacher_max_rows,
             progress=not args.quiet,
+            natural_manifest=args.natural_manifest,
         )
     except TeacherError as exc:
         print(f"error: {exc}; nothing was written", file=sys.stderr)
+        return 1
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     took = time.perf_counter() - start
     parts = []
@@ -168,4 +214,5 @@ def main(argv: list[str] | None = None) -> int:
         + f"; excluded {m['exclusions']['total']}; held-out {m['heldout']['rows']}"
         + tok_txt
     )
+    print(summary(m))
     return 0

@@ -15,7 +15,10 @@ from pathlib import Path
 from memworker.prompts import to_chatml
 from memworker.registry import DEFAULT_BASE, BaseUnavailable, embedded_gguf_path, get
 
-MAX_TOKENS = 1024
+#: a row's full chat (system + user + assistant) may not exceed this
+MAX_TOKENS = 2048
+#: a row's prompt (system + user + the assistant header) may not exceed this (issue 11: 1,536)
+MAX_PROMPT_TOKENS = 1536
 
 
 class TokenizerUnavailable(RuntimeError):
@@ -60,4 +63,14 @@ def count(messages_list: list[list[dict[str, str]]], batch: int = 256) -> list[t
         enc = tok(prompts + fulls, add_special_tokens=False)["input_ids"]
         n = len(chunk)
         out += [(len(enc[i]), len(enc[n + i])) for i in range(n)]
+    return out
+
+
+def count_texts(texts: list[str], batch: int = 256) -> list[int]:
+    """Tokens of plain texts (no chat template), e.g. the events of an extract window."""
+    tok = tokenizer()
+    out: list[int] = []
+    for start in range(0, len(texts), batch):
+        out += [len(ids) for ids in tok(texts[start:start + batch],
+                                        add_special_tokens=False)["input_ids"]]
     return out

@@ -140,7 +140,7 @@ def time_expressions(events: list[dict[str, Any]]) -> list[str]:
     event's timestamp, at most 80 characters, credential-free; first occurrence order."""
     found: list[str] = []
     for event in events:
-        for expr in temporal.find_expressions(event["text"]):
+        for expr in temporal.find_expressions(event["text"], event["timestamp"]):
             if expr in found or len(expr) > MAX_TIME_EXPRESSION_CHARS or contains_credential(expr):
                 continue
             try:
