@@ -195,6 +195,10 @@ def test_upper_layer_lora_adapts_only_the_top_layers_and_is_checked_on_warm_star
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all(".layers.1." in n for n in trainable)
     assert len(trainable) == 2 * 7  # A and B of the 7 linear layers of the top layer
+    ids = torch.tensor([[5, 6, 7, 8]])
+    hidden = model(input_ids=ids, output_hidden_states=True).hidden_states
+    # nothing below the adapted layer needs a gradient, so the backward pass stops there
+    assert [h.requires_grad for h in hidden] == [False, False, True]
     model.save_pretrained(tmp_path / "adapter")
     with pytest.raises(ConfigError, match="lora_layers: parent upper:1, this stage all"):
         tmodel.check_adapter_config(tmp_path / "adapter", StageConfig(name="c"))

@@ -77,7 +77,7 @@ class AnswerOnlySFTTrainer(SFTTrainer):
     def __init__(self, *args: Any, answer_logits_only: bool = True,
                  batch_sampler: Any = None, **kwargs: Any):
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # TRL pings the hub otherwise
-        model = kwargs["model"]
+        model = kwargs["model"] if "model" in kwargs else args[0]
         dtypes = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad}
         super().__init__(*args, **kwargs)
         # TRL casts a quantised base's adapter weights to bf16 (QLoRA paper); keep ours as loaded
@@ -451,6 +451,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     receipt = {
         **receipt_core(req, base, parent, rows, train_stats, val_stats),
         "device": device.to_dict(),
+        "engine": f"{type(trainer).__name__} (trl.SFTTrainer)",
         "params": tmodel.count_params(trainer.model),
         "result": _session_result(trainer, clock, device, runtime, resume_from,
                                   result.metrics.get("train_loss"), val_loss),
