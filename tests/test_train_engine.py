@@ -41,7 +41,7 @@ class Losses(TrainerCallback):
             self.losses[state.global_step] = logs["loss"]
 
 
-def train(engine: str, cfg: StageConfig, setup, out) -> tuple[dict, dict]:
+def train(engine: str, cfg: StageConfig, setup, out) -> tuple[dict, dict, int]:
     base, tokenizer, encoded = setup
     set_seed(cfg.seed)  # as train/run.py does, before the adapter is initialised
     model = tmodel.load_model(base, cfg, CPU)
@@ -63,7 +63,7 @@ def train(engine: str, cfg: StageConfig, setup, out) -> tuple[dict, dict]:
     trainer.train()
     weights = {n: p.detach().clone() for n, p in trainer.model.named_parameters()
                if p.requires_grad}
-    return record.losses, weights
+    return record.losses, weights, trainer.state.num_input_tokens_seen
 
 
 SETTINGS = {
@@ -77,8 +77,9 @@ def test_trl_engine_gives_the_old_engines_per_step_losses(setup, tmp_path, name)
     cfg = StageConfig(name="eq", qlora=False, lora_dropout=0.1, max_steps=4, logging_steps=1,
                       eval_steps=1000, save_steps=1000, learning_rate=1e-3, warmup=0.0,
                       **SETTINGS[name]).validate()
-    old, old_weights = train("legacy", cfg, setup, tmp_path / "old")
-    new, new_weights = train("trl", cfg, setup, tmp_path / "new")
+    old, old_weights, old_tokens = train("legacy", cfg, setup, tmp_path / "old")
+    new, new_weights, new_tokens = train("trl", cfg, setup, tmp_path / "new")
+    assert old_tokens == new_tokens > 0
     assert sorted(old) == sorted(new) == [1, 2, 3, 4]
     assert len(set(old.values())) > 1  # the steps really differ (learning, dropout)
     for step in old:
@@ -180,11 +181,19 @@ def test_packed_batches_are_bounded_by_their_summed_length():
 
 
 def test_packing_trains_through_the_trl_engine(setup, tmp_path):
-    cfg = StageConfig(name="p", qlora=False, batch_size=4, max_batch_tokens=6000,
-                      packing=True, max_steps=2, logging_steps=1, eval_steps=1000,
-                      save_steps=1000, grad_accum=1).validate()
-    losses, _ = train("trl", cfg, setup, tmp_path / "p")
-    assert sorted(losses) == [1, 2] and all(v == v for v in losses.values())
+    """Same batches packed or padded (a token bound neither plan reaches): the same losses
+    (dropout off) and the same count of trained tokens."""
+    runs = []
+    for packing in (True, False):
+        cfg = StageConfig(name="p", qlora=False, batch_size=4, max_batch_tokens=10**6,
+                          packing=packing, max_steps=2, logging_steps=1, eval_steps=1000,
+                          save_steps=1000, grad_accum=1, lora_dropout=0.0).validate()
+        runs.append(train("trl", cfg, setup, tmp_path / str(packing)))
+    (packed, _, packed_tokens), (padded, _, padded_tokens) = runs
+    assert sorted(packed) == sorted(padded) == [1, 2]
+    for step in packed:
+        assert abs(packed[step] - padded[step]) < 1e-4, step
+    assert packed_tokens == padded_tokens > 0  # every token of every row, counted alike
 
 
 def test_upper_layer_lora_adapts_only_the_top_layers_and_is_checked_on_warm_start(setup,
@@ -207,3 +216,28 @@ def test_upper_layer_lora_adapts_only_the_top_layers_and_is_checked_on_warm_star
         tmodel.load_model(base, StageConfig(name="x", qlora=False, lora_layers="upper:3"), CPU)
     with pytest.raises(ConfigError, match="lora_layers must be all or upper:N"):
         StageConfig(name="x", lora_layers="top-4").validate()
+
+
+def test_stage_runs_with_packing_and_upper_layers_through_the_command_line(work, assets):
+    """train/run.py with the new options: the parent stage run on the child's behalf inherits
+    lora_layers (a warm start must continue the same layers), packing trains, receipts name
+    the engine."""
+    import json
+    from pathlib import Path
+
+    from memworker.train import cli
+
+    args = ["--stage", "general-a", "--base", str(assets["base"]), "--receipts-dir", "",
+            "--no-build-corpus", "--no-export", "--no-qlora", "--max-steps", "2",
+            "--grad-accum", "1", "--val-rows", "2", "--eval-steps", "1000", "--batch-size", "3",
+            "--max-batch-tokens", "5000", "--packing", "--lora-layers", "upper:1"]
+    assert cli.main(args) == 0
+    for stage in ("coding", "general-a"):
+        receipt = json.loads(Path(f"runs/{stage}/receipt.json").read_text())
+        assert receipt["config"]["lora_layers"] == "upper:1"
+        assert receipt["engine"] == "AnswerOnlySFTTrainer (trl.SFTTrainer)"
+        adapter = json.loads(Path(f"runs/{stage}/adapter/adapter_config.json").read_text())
+        assert adapter["layers_to_transform"] == [1]
+    general_a = json.loads(Path("runs/general-a/receipt.json").read_text())
+    assert general_a["config"]["packing"] and general_a["result"]["tokens_this_session"] > 0
+    assert general_a["result"]["shared_prefix_tokens_main_process"] > 0  # packed + shared
