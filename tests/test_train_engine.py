@@ -148,8 +148,9 @@ def test_packed_rows_restart_positions_and_carry_no_padding():
     assert count(packed) == count(shared) == 22  # what the trainer normalises by
 
 
-@pytest.mark.parametrize("share", [False, True])
-def test_packed_rows_give_the_unpacked_loss_and_gradients(tiny_lora, share):
+@pytest.mark.parametrize("share, attention", [(False, "sdpa"), (True, "sdpa"), (True, "eager")])
+def test_packed_rows_give_the_unpacked_loss_and_gradients(tiny_lora, share, attention):
+    tiny_lora.base_model.model.set_attn_implementation(attention)  # eager takes a float mask
     rows = packed_rows()
     results = []
     for inputs in (tdata.PackCollator(share_prefix=share, min_prefix=8)(rows),
