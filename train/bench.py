@@ -60,6 +60,7 @@ class Setup:
     upper: bool = False  # LoRA on the top --upper-layers decoder layers only
     packed: bool = False  # rows packed into one sequence (block-diagonal mask), no padding
     trl_head: bool = False  # TRL's fused LM head (the loss SFTTrainer computes by itself)
+    engine: bool = False  # the real engine (loop.AnswerOnlySFTTrainer) instead of a bare loop
 
 
 CONFIGS = {
@@ -92,11 +93,16 @@ CONFIGS = {
     "packed-shared": Setup("packed, with the rows' common opening once at the start (every row "
                            "attends to it)", batch=16, max_tokens=2560, logits_only=True,
                            share_prefix=True, packed=True),
+    "trl-engine": Setup("cpu-profile trained by the real engine (AnswerOnlySFTTrainer: TRL's "
+                        "loop, LR schedule, gradient clipping, logging) instead of the bare "
+                        "loop; its first step is the untimed warm-up", batch=16,
+                        max_tokens=2560, logits_only=True, share_prefix=True, engine=True),
     "packed-shared-upper": Setup("packed-shared with LoRA on the top --upper-layers layers only",
                                  batch=16, max_tokens=2560, logits_only=True, share_prefix=True,
                                  packed=True, upper=True),
 }
-DEFAULT = ("baseline", "logits-only", "trl-fused-head", "cpu-profile", "cpu-upper", "packed",
+DEFAULT = ("baseline", "logits-only", "trl-fused-head", "cpu-profile", "trl-engine", "cpu-upper",
+           "packed",
            "packed-shared", "packed-shared-upper")
 
 
@@ -180,6 +186,8 @@ def run(setup: Setup, base, encoded, seed: int, threads: int, upper_layers: int,
     with `profile_steps`, then print torch.profiler's top operators over that many more steps."""
     torch.manual_seed(seed)
     model, params = load(base, setup, threads, upper_layers)
+    if setup.engine:
+        return engine_run(model, params, setup, base, encoded, seed)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     work = batches(setup, encoded, seed)
     times, tokens = [], []
@@ -193,6 +201,63 @@ def run(setup: Setup, base, encoded, seed: int, threads: int, upper_layers: int,
         print(profile_table(model, opt, work[:profile_steps], setup), flush=True)
     del model, opt
     gc.collect()
+    return summary(times, tokens, params)
+
+
+def engine_run(model, params: int, setup: Setup, base, encoded, seed: int) -> dict:
+    """One pass over the same batches through memworker.train.loop's TRL trainer; the first
+    step is the warm-up, the others are timed from step begin to step end."""
+    import tempfile
+
+    from transformers import TrainerCallback
+
+    from memworker.train import loop
+    from memworker.train.config import StageConfig
+    from memworker.train.model import Device, load_tokenizer
+
+    cfg = StageConfig(name="bench", qlora=setup.qlora, batch_size=setup.batch,
+                      max_batch_tokens=setup.max_tokens, share_prefix=setup.share_prefix,
+                      answer_logits_only=setup.logits_only, grad_accum=1, max_steps=1,
+                      eval_steps=10**6, save_steps=10**6, logging_steps=10**6, seed=seed,
+                      warmup=0.0)
+    sampler = loop.make_batch_sampler(cfg, encoded)
+    cfg.max_steps = len(sampler) if sampler is not None else len(encoded)
+    tokenizer = load_tokenizer(base.path)
+    collate = loop.make_collator(cfg, tokenizer.pad_token_id)
+    seen: list[int] = []
+
+    def counting(features):
+        batch = collate(features)
+        seen.append(row_tokens(batch))
+        return batch
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.times: list[float] = []
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.times.append(time.perf_counter() - self.t0)
+
+    clock = Clock()
+    with tempfile.TemporaryDirectory() as out:
+        trainer = loop.AnswerOnlySFTTrainer(
+            model=model, args=loop.training_args(cfg, Device("cpu", setup.bf16, 1, 0, 1), out),
+            train_dataset=tdata.to_dataset(encoded), eval_dataset=tdata.to_dataset(encoded[:1]),
+            processing_class=tokenizer, data_collator=counting, callbacks=[clock],
+            answer_logits_only=cfg.answer_logits_only, batch_sampler=sampler)
+        trainer.args.disable_tqdm = True
+        trainer.train()
+    times, tokens = clock.times[1:], seen[1:len(clock.times)]
+    if not times:
+        raise SystemExit("trl-engine: one batch only, nothing left to time after the warm-up; "
+                         "raise --rows")
+    return summary(times, tokens, params)
+
+
+def summary(times: list[float], tokens: list[int], params: int) -> dict:
     tps = sum(tokens) / sum(times)
     peak = report.max_rss_bytes()
     return {"tokens_per_s": round(tps, 1), "s_per_step": round(sum(times) / len(times), 3),
