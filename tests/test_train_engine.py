@@ -217,6 +217,10 @@ def test_upper_layer_lora_adapts_only_the_top_layers_and_is_checked_on_warm_star
         tmodel.load_model(base, StageConfig(name="x", qlora=False, lora_layers="upper:3"), CPU)
     with pytest.raises(ConfigError, match="lora_layers must be all or upper:N"):
         StageConfig(name="x", lora_layers="top-4").validate()
+    from memworker.train.mlx_path import num_layers  # mlx-lm: LoRA on the last N layers
+
+    assert num_layers(StageConfig(name="m")) == "-1"
+    assert num_layers(StageConfig(name="m", lora_layers="upper:8")) == "8"
 
 
 def test_stage_runs_with_packing_and_upper_layers_through_the_command_line(work, assets):
