@@ -23,8 +23,8 @@ STAGE_ORDER = ("coding", "general-a", "general")
 PRECISIONS = ("auto", "bf16", "fp32")
 # Flags kept when a missing parent stage is run first on the child's behalf (stage-specific
 # settings such as the corpus, the output folder or the learning rate are not carried over).
-INHERITED_FLAGS = ("base", "qlora", "max_length", "max_steps", "epochs", "precision", "threads",
-                   "train_rows", "val_rows")
+INHERITED_FLAGS = ("base", "qlora", "lora_layers", "max_length", "max_steps", "epochs", "precision",
+                   "threads", "train_rows", "val_rows")
 
 
 class ConfigError(ValueError):
@@ -55,6 +55,9 @@ class StageConfig:
     lora_alpha: int = _f(32, "LoRA alpha (scale = alpha / r)")
     lora_dropout: float = _f(0.05, "dropout on the LoRA branch")
     target_modules: str = _f("all-linear", "modules that get LoRA adapters (peft syntax)")
+    lora_layers: str = _f("all", "decoder layers that get LoRA adapters: all | upper:N (only the "
+                          "top N layers; the backward pass then stops at the lowest adapted "
+                          "layer, so a step costs less; a warm start must name its parent's layers)")
     max_length: int = _f(4096, "longest row in tokens; longer rows are excluded and counted, "
                          "never truncated")
     epochs: float = _f(1.0, "passes over the train rows (ignored when max_steps > 0)")
@@ -64,8 +67,9 @@ class StageConfig:
     warmup: float = _f(0.03, "warm-up: a ratio of all steps if < 1, else a number of steps")
     weight_decay: float = _f(0.0, "AdamW weight decay")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
-    max_batch_tokens: int = _f(0, "with share_prefix: at most this many padded tokens per batch "
-                               "(rows x longest row); bounds memory, which grows ~3.3 MB per "
+    max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
+                               "per batch (rows x longest row; packed: the sum of the rows' "
+                               "lengths); bounds memory, which grows ~3.3 MB per "
                                "token for the 135M base in fp32 (0: no bound)")
     grad_accum: int = _f(8, "micro-batches per optimizer step")
     eval_steps: int = _f(100, "validate every N steps (and at the end)")
@@ -83,6 +87,11 @@ class StageConfig:
     share_prefix: bool = _f(True, "batch rows of one task together and run their common prompt "
                             "opening once per batch (same loss; the prefix's LoRA-dropout masks "
                             "are shared by the batch); needs batch_size > 1")
+    packing: bool = _f(False, "pack a batch's rows (one task) into one sequence with a "
+                       "block-diagonal attention mask instead of padding them: no padding "
+                       "tokens in the compute, position ids restart per row; with share_prefix "
+                       "the common opening appears once and every row attends to it; "
+                       "max_batch_tokens then bounds the packed length; needs batch_size > 1")
     gradient_checkpointing: bool = _f(False, "recompute activations in backward (less memory; "
                                       "not with share_prefix)")
     threads: int = _f(0, "CPU threads for torch (0: the cores this process may use)")
@@ -119,9 +128,12 @@ class StageConfig:
             problems.append(f"max_steps must be ≥ 1 or -1, not {self.max_steps}")
         if self.max_steps == -1 and self.epochs <= 0:
             problems.append(f"epochs must be > 0, not {self.epochs}")
-        if self.share_prefix and self.gradient_checkpointing:
+        if self.share_prefix and self.gradient_checkpointing and not self.packing:
             problems.append("share_prefix needs the KV cache, which gradient_checkpointing "
-                            "turns off: set one of them to false")
+                            "turns off: set one of them to false (or use packing)")
+        if not re.fullmatch(r"all|upper:[1-9][0-9]*", self.lora_layers):
+            problems.append(f"lora_layers must be all or upper:N (N ≥ 1), not "
+                            f"{self.lora_layers!r}")
         if self.learning_rate <= 0:
             problems.append(f"learning_rate must be > 0, not {self.learning_rate}")
         if problems:

@@ -224,11 +224,7 @@ class PadCollator:
 
         seqs = [list(f["input_ids"]) for f in features]
         labels = [list(f["labels"]) for f in features]
-        prefix = 0
-        if self.share_prefix and len(seqs) > 1:
-            prefix = min(common_prefix(seqs), min(first_label(x) for x in labels) - 1)
-            if prefix < self.min_prefix:
-                prefix = 0
+        prefix = shared_opening(seqs, labels, self.min_prefix) if self.share_prefix else 0
         longest = max(len(s) for s in seqs) - prefix
         longest = -(-longest // self.multiple_of) * self.multiple_of
         ids, labs, mask = [], [], []
@@ -244,17 +240,68 @@ class PadCollator:
         return batch
 
 
+def shared_opening(seqs: list[list[int]], labels: list[list[int]], min_prefix: int) -> int:
+    """Tokens all rows of a batch open with, stopping at least one token before the first answer
+    token of every row (so every loss target stays in the rows' own parts); 0 when shorter than
+    `min_prefix` or for a single row."""
+    if len(seqs) < 2:
+        return 0
+    prefix = min(common_prefix(seqs), min(first_label(x) for x in labels) - 1)
+    return prefix if prefix >= min_prefix else 0
+
+
+@dataclass
+class PackCollator:
+    """Packs a batch's rows into ONE sequence (1, T) with no padding: `packed_segments` gives
+    each token its row (1, 2, ...) and `position_ids` restart at every row, so that
+    loop.packed_mask lets a token attend only to earlier tokens of its own row, exactly what it
+    sees when the row runs alone. With `share_prefix`, the rows' common opening (see
+    `shared_opening`) appears once, as segment 0, which every row attends to; each row's own
+    tokens then continue at position P. A single row comes back as PadCollator would return it.
+    `num_tokens` counts every token of every row (the shared opening once per row),
+    `shared_tokens` the opening tokens not recomputed, `num_rows` the rows."""
+
+    share_prefix: bool = False
+    min_prefix: int = 16
+    pad_id: int = 0  # only for a batch of one row (nothing to pad)
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        if len(features) == 1:
+            return PadCollator(self.pad_id)(features)
+        seqs = [list(f["input_ids"]) for f in features]
+        labels = [list(f["labels"]) for f in features]
+        prefix = shared_opening(seqs, labels, self.min_prefix) if self.share_prefix else 0
+        ids, labs = seqs[0][:prefix], [IGNORE] * prefix
+        positions, segments = list(range(prefix)), [0] * prefix
+        for row, (seq, lab) in enumerate(zip(seqs, labels, strict=True), start=1):
+            if lab[prefix] != IGNORE:
+                raise DataError("a packed row must open with prompt tokens (its first token "
+                                "would otherwise be a loss target of the row before it)")
+            ids += seq[prefix:]
+            labs += lab[prefix:]
+            positions += range(prefix, len(seq))
+            segments += [row] * (len(seq) - prefix)
+        return {"input_ids": torch.tensor([ids]), "labels": torch.tensor([labs]),
+                "position_ids": torch.tensor([positions]),
+                "packed_segments": torch.tensor([segments]),
+                "num_tokens": torch.tensor(sum(len(s) for s in seqs)),
+                "shared_tokens": torch.tensor(prefix * (len(seqs) - 1)),
+                "num_rows": torch.tensor(len(seqs))}
+
+
 class TaskBatchSampler:
     """Batches (lists of row indices) in which every batch holds rows of one group (task) and of
     similar length, so that PadCollator(share_prefix=True) can run their common opening once.
     A batch has at most `batch_size` rows and, when `max_tokens` > 0, at most `max_tokens`
-    padded tokens (rows x longest row; a longer row forms a batch alone): memory per step then
-    stays bounded whatever the row lengths. Batch order is shuffled. Everything is
+    padded tokens (rows x longest row; with `packed`, the sum of the rows' lengths; a longer row
+    forms a batch alone): memory per step then stays bounded whatever the row lengths. Batch order is shuffled. Everything is
     deterministic in (seed, epoch), so a resumed run replays the same batches."""
 
     def __init__(self, groups: list[str], lengths: list[int], batch_size: int, seed: int,
-                 max_tokens: int = 0):
-        self.groups, self.lengths = groups, lengths
+                 max_tokens: int = 0, packed: bool = False):
+        self.groups, self.lengths, self.packed = groups, lengths, packed
         self.batch_size, self.max_tokens, self.seed = batch_size, max_tokens, seed
         self.set_epoch(0)
 
@@ -271,8 +318,11 @@ class TaskBatchSampler:
     def _fits(self, batch: list[int], row: int) -> bool:
         if len(batch) >= self.batch_size:
             return False
-        longest = max(self.lengths[i] for i in [*batch, row])
-        return not self.max_tokens or longest * (len(batch) + 1) <= self.max_tokens
+        if self.packed:
+            size = sum(self.lengths[i] for i in [*batch, row])
+        else:
+            size = max(self.lengths[i] for i in [*batch, row]) * (len(batch) + 1)
+        return not self.max_tokens or size <= self.max_tokens
 
     def _plan(self) -> list[list[int]]:
         import torch

@@ -1,4 +1,4 @@
-"""One stage run: data → model → Trainer (answer-only loss) → adapter → receipt.
+"""One stage run: data → model → TRL SFTTrainer (answer-only loss) → adapter → receipt.
 
 The loss is the mean cross-entropy over answer tokens (the labels that are not -100), normalised
 over the whole accumulated batch (and across processes under `accelerate launch`). With
@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 from torch.nn import functional
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
+from trl import SFTConfig, SFTTrainer
 
 from memworker import prompts
 from memworker.hashing import write_json
@@ -56,14 +57,34 @@ class RunRequest:
     callbacks: list[TrainerCallback] = field(default_factory=list)  # tests: interrupt a run
 
 
-class AnswerOnlyTrainer(Trainer):
-    """Trainer whose loss is the answer-token cross-entropy, computed by us (never truncated)."""
+class AnswerOnlySFTTrainer(SFTTrainer):
+    """TRL's `SFTTrainer`, fed our already-tokenised rows (input_ids + labels masked to the
+    answer and its end-of-turn token; `skip_prepare_dataset`, so TRL neither re-templates nor
+    re-tokenises), with three extensions TRL does not host:
+
+    - the loss is computed here (`answer_loss`): vocabulary logits only at the positions whose
+      target is an answer token. TRL's fused LM head scores only those positions on CUDA/XPU
+      (Triton), but on CPU it projects every position through the 49,152-word head;
+    - one-task batches whose common prompt opening runs once (`prefix_ids`, a KV cache the rows
+      attend to), or rows packed into one sequence with a block-diagonal mask (`packed_segments`);
+    - batches from a `batch_sampler` (one task each, bounded tokens).
+
+    The loss is the mean cross-entropy over the answer tokens of the whole accumulated batch
+    (and of every process under `accelerate launch`), as before the move to TRL."""
 
     loss_is_scaled_for_ga = True
 
     def __init__(self, *args: Any, answer_logits_only: bool = True,
                  batch_sampler: Any = None, **kwargs: Any):
+        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # TRL pings the hub otherwise
+        model = kwargs["model"] if "model" in kwargs else args[0]
+        dtypes = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad}
         super().__init__(*args, **kwargs)
+        # TRL casts a quantised base's adapter weights to bf16 (QLoRA paper); keep ours as loaded
+        # (fp32 on CPU, where bf16 matmuls are slow without native support: FACTS.md)
+        for name, param in self.model.named_parameters():
+            if name in dtypes and param.dtype != dtypes[name]:
+                param.data = param.data.to(dtypes[name])
         self.answer_logits_only = answer_logits_only
         self.batch_sampler = batch_sampler
         self.rows_seen = 0
@@ -78,15 +99,30 @@ class AnswerOnlyTrainer(Trainer):
                             collate_fn=self.data_collator, num_workers=0)
         return self.accelerator.prepare(loader)
 
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        """No README.md in the checkpoints: the run's receipt is its card."""
+
+    def _track_num_input_tokens(self, inputs):
+        """Every token of every row: a packed batch has no 2-D attention mask to sum."""
+        if "num_tokens" in inputs and self.args.include_num_input_tokens_seen != "no":
+            count = torch.as_tensor(inputs["num_tokens"], device=self.args.device,
+                                    dtype=torch.int64)
+            self.state.num_input_tokens_seen += self.accelerator.gather(count).sum().item()
+            return
+        super()._track_num_input_tokens(inputs)
+
     shared_prefix_tokens = 0  # prompt tokens not recomputed thanks to shared prefixes (this process)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if model.training:
-            self.rows_seen += inputs["labels"].shape[0]
+            self.rows_seen += int(inputs.get("num_rows", inputs["labels"].shape[0]))
         if "prefix_ids" in inputs:
             self.shared_prefix_tokens += inputs["prefix_ids"].shape[1] * (
                 inputs["labels"].shape[0] - 1)
+        if "shared_tokens" in inputs:
+            self.shared_prefix_tokens += int(inputs["shared_tokens"])
         loss, outputs = answer_loss(model, inputs, self.answer_logits_only)
+        self._record_metrics(model, outputs, inputs)
         if not model.training or num_items_in_batch is None:
             # validation (and any call without a count): the mean over this batch's answer
             # tokens. Validation batches hold one row, so eval_loss is the mean over rows of
@@ -100,11 +136,24 @@ class AnswerOnlyTrainer(Trainer):
                 loss = loss * self.accelerator.num_processes  # DDP averages gradients
         return (loss, outputs) if return_outputs else loss
 
+    def _record_metrics(self, model, outputs, inputs) -> None:
+        """TRL's `mean_token_accuracy` (this process): argmax = target over the answer tokens."""
+        if not self.answer_logits_only:
+            return
+        targets = inputs["labels"][:, 1:]
+        with torch.no_grad():
+            hits = outputs.logits.argmax(-1).eq(targets[targets.ne(tdata.IGNORE)])
+        mode = "train" if model.training else "eval"
+        self._metrics[mode]["mean_token_accuracy"].append(hits.float().mean().item()
+                                                          if hits.numel() else 0.0)
+
 
 def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
     """(summed cross-entropy over answer tokens, model outputs). Position t predicts token t+1;
     `keep[b, t]` marks the positions whose target is an answer token. A batch with `prefix_ids`
-    (see data.PadCollator) runs that shared prefix once, then the suffixes on its KV cache."""
+    (see data.PadCollator) runs that shared prefix once, then the suffixes on its KV cache; a
+    packed batch (`packed_segments`, see data.PackCollator) is one sequence whose rows attend
+    only to themselves (and to the shared opening, segment 0)."""
     labels = inputs["labels"]
     targets = labels[:, 1:]
     keep = torch.zeros_like(labels, dtype=torch.bool)
@@ -112,6 +161,8 @@ def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
     kw = {"input_ids": inputs["input_ids"], "attention_mask": inputs.get("attention_mask")}
     if "prefix_ids" in inputs:
         kw.update(_prefix_cache(model, inputs["prefix_ids"], labels.shape))
+    if "packed_segments" in inputs:
+        kw.update(packed_mask(model, inputs["packed_segments"], inputs["position_ids"]))
     if logits_only:
         outputs = model(**kw, logits_to_keep=keep)
         logits = outputs.logits  # (answer positions, vocab)
@@ -157,6 +208,25 @@ def _prefix_cache(model, prefix_ids: torch.Tensor, shape: torch.Size) -> dict[st
     start = prefix_ids.shape[1]
     positions = torch.arange(start, start + suffix, device=prefix_ids.device)
     return {"cache": cache, "use_cache": True, "position_ids": positions.expand(batch, -1)}
+
+
+def packed_mask(model, segments: torch.Tensor, positions: torch.Tensor) -> dict[str, Any]:
+    """The 4-D attention mask of a packed sequence (1, T): token q sees token k <= q when both
+    belong to the same row, or when k is in the shared opening (segment 0, present only with
+    share_prefix). transformers uses a 4-D mask as given; position ids restart per row."""
+    seg = segments[0]
+    length = seg.shape[0]
+    causal = torch.ones(length, length, dtype=torch.bool, device=seg.device).tril()
+    allowed = causal & (seg[:, None].eq(seg[None, :]) | seg[None, :].eq(0))
+    config = getattr(model, "module", model).config
+    if getattr(config, "_attn_implementation", "sdpa") == "eager":  # eager adds a float mask
+        dtype = next(model.parameters()).dtype
+        dtype = dtype if dtype.is_floating_point else torch.float32
+        mask = torch.zeros(length, length, dtype=dtype, device=seg.device)
+        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
+    else:
+        mask = allowed
+    return {"attention_mask": mask[None, None], "position_ids": positions}
 
 
 def _load_split(folder: Path, split: str, seed: int, limit: int = 0) -> list[dict]:
@@ -205,8 +275,11 @@ class _Clock(TrainerCallback):
                                                        state.num_input_tokens_seen, time.time())
 
 
-def training_args(cfg: StageConfig, device: tmodel.Device, out: Path) -> TrainingArguments:
-    return TrainingArguments(
+def training_args(cfg: StageConfig, device: tmodel.Device, out: Path) -> SFTConfig:
+    """TRL's SFTConfig for our already-tokenised rows. Device and precision are explicit (TRL's
+    defaults assume a GPU), and so is everything where SFTConfig's default differs from
+    TrainingArguments' (activation checkpointing: model.load_model turns it on when asked)."""
+    return SFTConfig(
         output_dir=str(out),
         per_device_train_batch_size=cfg.batch_size,
         per_device_eval_batch_size=1,
@@ -227,7 +300,9 @@ def training_args(cfg: StageConfig, device: tmodel.Device, out: Path) -> Trainin
         seed=cfg.seed,
         data_seed=cfg.seed,
         bf16=device.bf16,
+        fp16=False,
         use_cpu=device.kind == "cpu",
+        activation_checkpointing=False,  # SFTConfig defaults to True; load_model decides
         report_to=[],
         remove_unused_columns=False,
         label_names=["labels"],
@@ -238,6 +313,13 @@ def training_args(cfg: StageConfig, device: tmodel.Device, out: Path) -> Trainin
         dataloader_num_workers=0,
         ddp_find_unused_parameters=False,
         disable_tqdm=False,
+        # our rows are tokenised, masked and length-checked already (data.encode_rows)
+        dataset_kwargs={"skip_prepare_dataset": True},
+        max_length=None,
+        packing=False,  # TRL's packing re-tokenises; ours is data.PackCollator (cfg.packing)
+        padding_free=False,
+        completion_only_loss=False,
+        assistant_only_loss=False,
     )
 
 
@@ -369,6 +451,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     receipt = {
         **receipt_core(req, base, parent, rows, train_stats, val_stats),
         "device": device.to_dict(),
+        "engine": f"{type(trainer).__name__} (trl.SFTTrainer)",
         "params": tmodel.count_params(trainer.model),
         "result": _session_result(trainer, clock, device, runtime, resume_from,
                                   result.metrics.get("train_loss"), val_loss),
@@ -398,28 +481,43 @@ def _encode_splits(cfg: StageConfig, base: PreparedBase, tokenizer, rows: dict[s
     return (train_enc, train_stats), (val_enc, val_stats)
 
 
-def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, train_enc: list,
-                  val_enc: list, clock: _Clock) -> AnswerOnlyTrainer:
-    """The Trainer, with one-task batches sharing their prompt opening when share_prefix."""
-    cfg = req.cfg
+def make_collator(cfg: StageConfig, pad_id: int):
+    """PadCollator (padded rows, shared opening on a KV cache with share_prefix) or, with
+    packing, PackCollator (one unpadded sequence per batch)."""
     share = cfg.share_prefix and cfg.batch_size > 1
-    batches = tdata.TaskBatchSampler([e.group for e in train_enc],
-                                     [len(e.input_ids) for e in train_enc], cfg.batch_size,
-                                     cfg.seed, cfg.max_batch_tokens) if share else None
-    return AnswerOnlyTrainer(
+    if cfg.packing and cfg.batch_size > 1:
+        return tdata.PackCollator(share_prefix=share)
+    return tdata.PadCollator(pad_id, share_prefix=share)
+
+
+def make_batch_sampler(cfg: StageConfig, train_enc: list) -> tdata.TaskBatchSampler | None:
+    """One-task batches (similar lengths, bounded tokens) when rows are shared or packed."""
+    if cfg.batch_size < 2 or not (cfg.share_prefix or cfg.packing):
+        return None
+    return tdata.TaskBatchSampler([e.group for e in train_enc],
+                                  [len(e.input_ids) for e in train_enc], cfg.batch_size,
+                                  cfg.seed, cfg.max_batch_tokens, packed=cfg.packing)
+
+
+def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, train_enc: list,
+                  val_enc: list, clock: _Clock) -> AnswerOnlySFTTrainer:
+    """The TRL trainer, with one-task batches sharing their prompt opening when share_prefix
+    (packed into one sequence when packing)."""
+    cfg = req.cfg
+    return AnswerOnlySFTTrainer(
         model=model,
         args=training_args(cfg, device, req.paths.checkpoints),
         train_dataset=tdata.to_dataset(train_enc),
         eval_dataset=tdata.to_dataset(val_enc),
-        data_collator=tdata.PadCollator(tokenizer.pad_token_id, share_prefix=share),
+        data_collator=make_collator(cfg, tokenizer.pad_token_id),
         processing_class=tokenizer,
         callbacks=[clock, *req.callbacks],
         answer_logits_only=cfg.answer_logits_only,
-        batch_sampler=batches,
+        batch_sampler=make_batch_sampler(cfg, train_enc),
     )
 
 
-def _session_result(trainer: AnswerOnlyTrainer, clock: _Clock, device: tmodel.Device,
+def _session_result(trainer: AnswerOnlySFTTrainer, clock: _Clock, device: tmodel.Device,
                     runtime: float, resume_from: str | None, mean_train_loss: float | None,
                     val_loss: float | None) -> dict[str, Any]:
     """The receipt's `result`: steps, speed and losses of this session."""

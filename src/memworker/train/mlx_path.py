@@ -80,13 +80,18 @@ def lora_yaml(cfg: StageConfig, iters: int) -> dict[str, Any]:
     return doc
 
 
+def num_layers(cfg: StageConfig) -> str:
+    """mlx-lm's --num-layers: LoRA on the last N layers (-1: all), i.e. `lora_layers`."""
+    return "-1" if cfg.lora_layers == "all" else cfg.lora_layers.split(":", 1)[1]
+
+
 def command(cfg: StageConfig, model_path: Path, data_dir: Path, adapter_dir: Path,
             config_path: Path, iters: int, resume_file: Path | None,
             loss_log: Path) -> list[str]:
     every = cfg.grad_accum
     cmd = [sys.executable, "-m", "memworker.train.mlx_lora", "--model", str(model_path), "--train",
            "--data", str(data_dir), "--adapter-path", str(adapter_dir), "-c", str(config_path),
-           "--fine-tune-type", "lora", "--mask-prompt", "--num-layers", "-1",
+           "--fine-tune-type", "lora", "--mask-prompt", "--num-layers", num_layers(cfg),
            "--batch-size", str(cfg.batch_size), "--grad-accumulation-steps", str(cfg.grad_accum),
            "--iters", str(iters), "--learning-rate", str(cfg.learning_rate),
            "--max-seq-length", str(cfg.max_length), "--val-batches", "-1",

@@ -120,10 +120,43 @@ def load_model(base: PreparedBase, cfg: StageConfig, device: Device,
         peft_model = PeftModel.from_pretrained(model, parent_adapter, is_trainable=True,
                                                config=adapter_config)
     else:
+        targets, layers = lora_targets(model, cfg)
         lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                          target_modules=cfg.target_modules, task_type="CAUSAL_LM", bias="none")
+                          target_modules=targets, layers_to_transform=layers,
+                          layers_pattern="layers" if layers else None, task_type="CAUSAL_LM",
+                          bias="none")
         peft_model = get_peft_model(model, lora)
     return peft_model
+
+
+def upper_layers(spec: str, n_layers: int) -> list[int] | None:
+    """Decoder layer indices of `lora_layers` ("all" -> None, "upper:N" -> the top N)."""
+    if spec == "all":
+        return None
+    count = int(spec.split(":", 1)[1])
+    if count > n_layers:
+        raise ConfigError(f"lora_layers {spec}: the base has only {n_layers} decoder layers")
+    return list(range(n_layers - count, n_layers))
+
+
+def lora_targets(model, cfg: StageConfig) -> tuple[str | list[str], list[int] | None]:
+    """(target_modules, layers_to_transform) for PEFT. With `lora_layers: upper:N` PEFT needs
+    the module names as a list: "all-linear" becomes the linear layers' names inside the decoder
+    layers (the output head is never adapted, as with PEFT's all-linear)."""
+    layers = upper_layers(cfg.lora_layers, model.config.get_text_config().num_hidden_layers)
+    if layers is None:
+        return cfg.target_modules, None
+    if cfg.target_modules != "all-linear":
+        return [m.strip() for m in cfg.target_modules.split(",") if m.strip()], layers
+    names = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                    if ".layers." in name and _is_linear(module)})
+    return names, layers
+
+
+def _is_linear(module) -> bool:
+    if isinstance(module, torch.nn.Linear):
+        return True
+    return type(module).__name__ in ("Linear4bit", "Linear8bitLt")
 
 
 def check_adapter_config(adapter_dir: Path, cfg: StageConfig) -> None:
@@ -131,6 +164,10 @@ def check_adapter_config(adapter_dir: Path, cfg: StageConfig) -> None:
     saved = json.loads((adapter_dir / "adapter_config.json").read_text("utf-8"))
     wanted = {"r": cfg.lora_r, "lora_alpha": cfg.lora_alpha}
     diff = {k: (saved.get(k), v) for k, v in wanted.items() if saved.get(k) != v}
+    layers = saved.get("layers_to_transform")
+    parent_layers = "all" if not layers else f"upper:{len(layers)}"
+    if parent_layers != cfg.lora_layers:
+        diff["lora_layers"] = (parent_layers, cfg.lora_layers)
     if diff:
         detail = ", ".join(f"{k}: parent {a}, this stage {b}" for k, (a, b) in diff.items())
         raise ConfigError(f"stage {cfg.name} cannot warm-start from {adapter_dir}: {detail}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from memworker.hashing import sha256_file, write_json
 
-LIBRARIES = ("memworker", "torch", "transformers", "peft", "accelerate", "bitsandbytes",
+LIBRARIES = ("memworker", "torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes",
              "datasets", "tokenizers", "safetensors", "mlx", "mlx-lm")
 
 
