@@ -11,6 +11,7 @@ worker call (inputs' sizes, output or error, attempts, seconds; credentials reda
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from pathlib import Path
@@ -115,11 +116,12 @@ def play(scenario: dict[str, Any], worker: Any, folder: Path, arm_kind: str = "r
             if session["injection"]:
                 ctx["active_before_injection"][session["id"]] = [
                     m["id"] for m in store.memories(active=True)]
-            try:
+            n_before = len(rec.calls)
+            # a failed call: its record holds the error, and the store is unchanged
+            with contextlib.suppress(Exception):
                 store.extract(session["id"], session["messages"], session["at"])
-            except Exception:  # noqa: BLE001 - the call record holds the error; store unchanged
-                pass
-            ok, why = C.grade_extract_call(session, scenario, rec.calls[-1], rows)
+            call = rec.calls[-1] if len(rec.calls) > n_before else {"error": "no worker call"}
+            ok, why = C.grade_extract_call(session, scenario, call, rows)
             isolated.append({"call": f"extract {session['id']}", "passed": ok, "why": why})
         if scenario["consolidate"] is not None:
             n_before = len(rec.calls)
