@@ -47,6 +47,8 @@ class RecordingWorker:
             record["error"] = f"{type(exc).__name__}: {exc}"
             attempts = getattr(exc, "attempts", None)
             record["attempts"] = len(attempts) if attempts is not None else None
+            record["completion_tokens"] = ([a.completion_tokens for a in attempts]
+                                           if attempts is not None else None)
             record["seconds"] = round(time.perf_counter() - started, 3)
             raise
         record["output"] = out
