@@ -29,6 +29,11 @@ belief 4), +1 for a correction, +1 for high and -1 for low confidence, clamped t
 
 `reflect` returns {"text", "citations", "insufficient_evidence", "source_ids"}. The full codec
 result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
+
+`MemWorkerBackend(RulesBackend())` gives the deterministic rules baseline
+(`memworker.eval.rules`) behind the same interface: a backend with a `bind(task, inputs)`
+method is bound to each request before the codec runs it (the rules read the structured inputs,
+not the rendered prompt); everything else (codec, retry, candidate mapping) is the same.
 """
 
 from __future__ import annotations
@@ -111,7 +116,11 @@ class MemWorkerBackend:
 
     def _run(self, task: str, inputs: dict[str, Any]) -> codec.CodecResult:
         self.last = None
-        result = codec.run(self.backend, task, inputs, temperature=self.temperature,
+        # a backend that reads the structured request (the rules baseline,
+        # memworker.eval.rules.RulesBackend) is bound to it first, as the evaluator does
+        backend = self.backend.bind(task, inputs) if hasattr(self.backend, "bind") \
+            else self.backend
+        result = codec.run(backend, task, inputs, temperature=self.temperature,
                            seed=self.seed, use_grammar=self.use_grammar,
                            budget_tokens=self.budget_tokens, max_tokens=self.max_tokens)
         self.last = result

@@ -1,0 +1,127 @@
+"""`python eval/live.py`: every arm over every scenario in a fresh store -> table, summary.json."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from memworker.eval import runner as eval_runner
+from memworker.eval.live import runner as live
+from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
+from memworker.eval.runner import EvalError, Sampler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="eval/live.py",
+        description="Live acceptance: each arm's worker, through MemWorkerBackend, inside a "
+                    "small hmem-shaped SQLite store over scripted multi-session scenarios; "
+                    "live checks (did the store end right?) beside isolated grades (was each "
+                    "worker call right?).")
+    p.add_argument("--arm", action="append", required=True, metavar="NAME=SPEC",
+                   help="an arm (repeat): NAME=path.gguf, NAME=ollama:MODEL, "
+                        "NAME=http://host:port/v1, or rules")
+    p.add_argument("--out", default="runs/live", help="output folder (runs/live); each "
+                   "arm's scenario stores are rebuilt from scratch")
+    p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS),
+                   help="scenario YAML (default: the packaged scenarios.yaml)")
+    p.add_argument("--only", action="append", default=None, metavar="NAME",
+                   help="run only this scenario (repeat)")
+    p.add_argument("--n-ctx", type=int, default=4096, help="context window of every model arm")
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default ≤ 2)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="cap every attempt's max_tokens at N (default: the codec's bound from "
+                        "each request's schema); the same cap for every arm")
+    p.add_argument("--no-grammar", action="store_true",
+                   help="decode without the GBNF grammar (the codec still validates)")
+    return p
+
+
+def table(summary: dict[str, Any]) -> str:
+    """Markdown: one row per scenario, per arm `live` (PASS/FAIL, failed checks) and
+    `isolated` (calls right / calls)."""
+    arms = list(summary["arms"])
+    head = "| scenario | " + " | ".join(f"{a} live | {a} isolated" for a in arms) + " |"
+    lines = [head, "|---|" + "---|---|" * len(arms)]
+    for name in summary["scenarios"]:
+        cells = []
+        for a in arms:
+            r = summary["arms"][a]["scenarios"][name]
+            failed = [c for c, ok in r["checks"].items() if not ok]
+            cells.append("PASS" if r["passed"] else "FAIL (" + ", ".join(failed) + ")")
+            cells.append(f"{r['isolated']['passed']}/{r['isolated']['total']}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    totals = []
+    for a in arms:
+        arm = summary["arms"][a]
+        totals += [f"**{arm['passed']}/{arm['total']}** scenarios",
+                   f"**{arm['isolated']['passed']}/{arm['isolated']['total']}** calls"]
+    lines.append("| **all** | " + " | ".join(totals) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _main(args)
+    except (EvalError, ScenarioError) as exc:
+        print(f"live: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    from memworker.inference.hmem import MemWorkerBackend
+    from memworker.train.report import environment
+
+    arms = [eval_runner.parse_arm(a) for a in args.arm]
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise EvalError(f"arm names must be unique, got {names}")
+    scenarios = load_scenarios(args.scenarios)
+    if args.only:
+        unknown = sorted(set(args.only) - {s["name"] for s in scenarios})
+        if unknown:
+            raise EvalError(f"unknown scenario(s) {unknown}; known: "
+                            f"{[s['name'] for s in scenarios]}")
+        scenarios = [s for s in scenarios if s["name"] in args.only]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
+                      grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
+    config = {"arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
+              "scenario_file": str(args.scenarios), "environment": environment()}
+
+    def progress(arm: str, name: str, result: dict[str, Any]) -> None:
+        failed = [c for c, ok in result["checks"].items() if not ok]
+        print(f"  {arm} {name}: {'PASS' if result['passed'] else 'FAIL ' + ','.join(failed)}; "
+              f"isolated {result['isolated']['passed']}/{result['isolated']['total']}; "
+              f"{result['seconds']:.1f} s", file=sys.stderr, flush=True)
+
+    results, workers, seconds = {}, {}, {}
+    for arm in arms:
+        backend = eval_runner.make_backend(arm, sampler)
+        worker = MemWorkerBackend(backend, temperature=sampler.temperature, seed=sampler.seed,
+                                  use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap)
+        started = time.perf_counter()
+        try:
+            results[arm.name] = live.run_arm(arm.name, worker, scenarios, out, arm.kind,
+                                             arm.target, progress)
+        finally:
+            eval_runner.close_backend(backend)
+        seconds[arm.name] = round(time.perf_counter() - started, 1)
+        workers[arm.name] = live.identity(arm.kind, arm.target)
+    config["seconds"] = seconds
+    summary = live.write_summary(out, scenarios, results, workers, config)
+    text = table(summary)
+    (out / "report.md").write_text("# Live acceptance\n\n" + text + "\n", "utf-8")
+    print(text)
+    print("live: " + "; ".join(f"{a}: {r['passed']}/{r['total']} scenarios, isolated "
+                               f"{r['isolated']['passed']}/{r['isolated']['total']} calls, "
+                               f"{seconds[a]} s" for a, r in results.items())
+          + f" -> {out}/summary.json")
+    return 0

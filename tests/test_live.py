@@ -1,0 +1,360 @@
+"""Live acceptance: the hmem-shaped reference store, the scripted scenarios and eval/live.py.
+
+Store unit tests drive `MemWorkerBackend` with `ReplayBackend` (the backend-protocol test double
+that returns given texts; the real codec decodes them) and with the deterministic rules
+baseline. The slow test runs the embedded base GGUF through llama.cpp end to end."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memworker.eval.live import checks as C
+from memworker.eval.live.cli import main
+from memworker.eval.live.runner import RecordingWorker, identity, play
+from memworker.eval.live.scenarios import (
+    CHECK_NAMES,
+    ScenarioError,
+    fact_matches,
+    load_scenarios,
+)
+from memworker.eval.live.store import LiveStore
+from memworker.eval.rules import RulesBackend
+from memworker.inference.backends import BackendError, Generation, ReplayBackend
+from memworker.inference.codec import (
+    OutputParseError,
+    OutputTruncatedError,
+    OutputValidationError,
+)
+from memworker.inference.hmem import MemWorkerBackend
+from memworker.wire import dump_answer
+
+S1 = [{"role": "user", "content": "I live in Porto."}]
+S2 = [{"role": "user", "content": "I moved to Lisbon last month."}]
+T1, T2 = "2024-09-12T18:00:00+01:00", "2025-03-02T11:30:00+00:00"
+SECRET = "sk-test-4eC39HqLyjWDarjtT1zdp7dc"
+
+
+def claim(quote, value, *, supersedes=(), expr=None, predicate="lives_in"):
+    return {"quotes": [{"event": 0, "quote": quote}],
+            "subject": {"name": "the user", "type": "person"}, "predicate": predicate,
+            "value": value, "statement": f"The user lives in {value}.", "kind": "fact",
+            "time_expression": expr, "correction": bool(supersedes),
+            "supersedes": list(supersedes), "confidence": "high"}
+
+
+def extract_text(*claims):
+    return dump_answer("extract", {"claims": list(claims)})
+
+
+PORTO = extract_text(claim("I live in Porto.", "Porto"))
+LISBON = extract_text(claim("I moved to Lisbon last month.", "Lisbon", supersedes=["M1"],
+                            expr="last month"))
+
+
+def store_with(tmp_path, *outputs, backend=None):
+    worker = MemWorkerBackend(backend if backend is not None else ReplayBackend(outputs))
+    return LiveStore(tmp_path / "store.db", worker)
+
+
+def snapshot(store):
+    """The store's bytes (database and WAL files) and its logical dump."""
+    files = {p.name: p.read_bytes() for p in (store.path, Path(f"{store.path}-wal"))
+             if p.is_file()}
+    return files, list(store.db.iterdump())
+
+
+# --- the store ----------------------------------------------------------------------------------
+
+def test_supersession_keeps_history(tmp_path):
+    store = store_with(tmp_path, PORTO, LISBON)
+    store.add_episode("s1", S1, T1)
+    assert store.extract("s1", S1, T1) == ["M1"]
+    store.add_episode("s2", S2, T2)
+    assert store.extract("s2", S2, T2) == ["M2"]
+    old, new = store.memories()
+    assert (old["valid_to"], old["superseded_by"]) == (T2, "M2")
+    assert new["valid_to"] is None and new["event_date"] == "2025-02"
+    assert new["source_ids"] == ["s2-0"] and len(new["content_hash"]) == 64
+    assert [m["id"] for m in store.memories(active=True)] == ["M2"]
+    assert [m["id"] for m in store.memories(as_of="2024-12-01T00:00:00+00:00")] == ["M1"]
+    assert [m["id"] for m in store.memories(active=False)] == ["M1"]
+    assert store.links("M2") == [{"relation": "supersedes", "target_id": "M1"}]
+    assert [e["name"] for e in store.rows("entities")] == ["the user", "the user"]
+    # the worker saw the active memory as an existing fact, with its id
+    sent = store.worker.backend.calls[1]["messages"][1]["content"]
+    assert "M1: The user lives in Porto. (since 2024-09-12)" in sent
+
+
+def test_store_is_wal_and_add_only(tmp_path):
+    store = store_with(tmp_path, PORTO, LISBON)
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.add_episode("s1", S1, T1)
+    store.extract("s1", S1, T1)
+    with pytest.raises(sqlite3.DatabaseError, match="add-only"):
+        store.db.execute("DELETE FROM memories")
+    with pytest.raises(sqlite3.DatabaseError, match="add-only"):
+        store.db.execute("UPDATE memories SET text = 'The user lives in Faro.'")
+    with pytest.raises(sqlite3.DatabaseError, match="add-only"):
+        store.db.execute("UPDATE memories SET valid_to = '2025-01-01T00:00:00+00:00'")  # no by
+    store.add_episode("s2", S2, T2)
+    store.extract("s2", S2, T2)
+    for table in ("episodes", "entities", "links", "worker_calls"):   # all non-empty now
+        with pytest.raises(sqlite3.DatabaseError, match="add-only"):
+            store.db.execute(f"DELETE FROM {table}")
+        with pytest.raises(sqlite3.DatabaseError, match="add-only"):
+            store.db.execute(f"UPDATE {table} SET user_id = 'u2'" if table != "links"
+                             else "UPDATE links SET relation = 'x'")
+    with pytest.raises(sqlite3.DatabaseError, match="add-only"):   # superseded once only
+        store.db.execute("UPDATE memories SET valid_to = ?, superseded_by = 'M2' WHERE id = 'M1'",
+                         ("2026-01-01T00:00:00+00:00",))
+    other = sqlite3.connect(store.path)   # a second reader sees the committed rows
+    assert other.execute("SELECT COUNT(*) FROM memories").fetchone()[0] == 2
+    other.close()
+
+
+class RaisingBackend:
+    name = "raising"
+
+    def generate(self, messages, **kw) -> Generation:
+        raise BackendError("model server went away")
+
+
+@pytest.mark.parametrize("bad,error", [
+    ([(PORTO[:40], "length"), (PORTO[:40], "length")], OutputTruncatedError),
+    (['{"claims": [', "not json"], OutputParseError),
+    (None, BackendError),
+])
+def test_worker_error_leaves_store_byte_for_byte_unchanged(tmp_path, bad, error):
+    good = store_with(tmp_path, PORTO)
+    good.add_episode("s1", S1, T1)
+    good.extract("s1", S1, T1)
+    good.add_episode("s2", S2, T2)
+    good.close()
+    worker = MemWorkerBackend(RaisingBackend() if bad is None else ReplayBackend(bad))
+    store = LiveStore(tmp_path / "store.db", worker)
+    before = snapshot(store)
+    with pytest.raises(error):
+        store.extract("s2", S2, T2)
+    assert snapshot(store) == before
+    with pytest.raises(Exception):  # noqa: B017 - consolidate and reflect roll back as well
+        store.reflect("Where does the user live?", "2025-04-01T00:00:00+00:00")
+    assert snapshot(store) == before
+    assert [m["valid_to"] for m in store.memories()] == [None]
+
+
+def test_consolidate_and_reflect_errors_roll_back(tmp_path):
+    chess = [{"role": "user", "content": "I play chess."}]
+    bad_obs = json.dumps({"observations": [{"statement": "The user probably stays in.",
+                                            "supports": ["M1", "M1"]}]})
+    store = store_with(tmp_path, PORTO, extract_text(claim("I play chess.", "chess",
+                                                           predicate="plays")),
+                       bad_obs, bad_obs, '{"answer": "Porto."}', "{}")
+    for sid, msgs, at in (("s1", S1, T1), ("s2", chess, T2)):
+        store.add_episode(sid, msgs, at)
+        store.extract(sid, msgs, at)
+    before = snapshot(store)
+    with pytest.raises(OutputValidationError, match="two different facts"):
+        store.consolidate(T2)
+    assert snapshot(store) == before
+    with pytest.raises(OutputValidationError):
+        store.reflect("Where does the user live?", "2025-04-01T00:00:00+00:00")
+    assert snapshot(store) == before and store.rows("reflections") == []
+
+
+def test_consolidate_needs_two_facts(tmp_path):
+    store = store_with(tmp_path, PORTO)
+    store.add_episode("s1", S1, T1)
+    store.extract("s1", S1, T1)
+    before = snapshot(store)
+    assert store.consolidate(T2) == []   # fewer than two facts: no worker call at all
+    assert snapshot(store) == before and len(store.worker.backend.calls) == 1
+
+
+def test_episodes_never_hold_a_secret(tmp_path):
+    messages = [{"role": "user", "content": f"The billing sandbox key is {SECRET}, keep it."}]
+    store = store_with(tmp_path, extract_text())
+    store.add_episode("s1", messages, T1)
+    store.extract("s1", messages, T1)
+    assert "[REDACTED]" in store.rows("episodes")[0]["text"]
+    store.close()
+    for p in tmp_path.iterdir():
+        assert SECRET.encode() not in p.read_bytes()
+    # the worker itself was given the raw text (its own guard is what is being tested)
+    assert SECRET in store.worker.backend.calls[0]["messages"][1]["content"]
+
+
+def test_no_secret_check_can_fail(tmp_path):
+    store = store_with(tmp_path, PORTO)
+    store.add_episode("s1", S1, T1)
+    store.extract("s1", S1, T1)
+    scenario = {"secrets": ["Porto"]}
+    ok, why = C.check_no_secret(store, scenario, {})
+    assert not ok and ("store.db" in why or "wal" in why)
+    assert C.check_no_secret(store, {"secrets": ["Lisbon"]}, {})[0]
+
+
+def test_reflect_stores_the_answer_and_retrieves_history(tmp_path):
+    answer = json.dumps({"answer": "Lisbon.", "citations": ["M2"],
+                         "insufficient_evidence": False})
+    store = store_with(tmp_path, PORTO, LISBON, answer)
+    for sid, msgs, at in (("s1", S1, T1), ("s2", S2, T2)):
+        store.add_episode(sid, msgs, at)
+        store.extract(sid, msgs, at)
+    out = store.reflect("Where does the user live?", "2025-04-01T00:00:00+00:00")
+    assert [e["id"] for e in out["evidence"]] == ["M2", "M1"]   # newest first, history kept
+    assert out["evidence"][0]["text"].endswith("(date: 2025-02)")
+    (row,) = store.rows("reflections")
+    assert row["answer"] == "Lisbon." and json.loads(row["citations"]) == ["M2"]
+
+
+# --- scenarios and checks -------------------------------------------------------------------------
+
+def test_scenarios_cover_the_brief():
+    scenarios = load_scenarios()
+    assert len(scenarios) >= 8 and len({s["domain"] for s in scenarios}) >= 6
+    assert all(len(s["sessions"]) >= 2 or s["consolidate"] for s in scenarios)
+    checks = {c for s in scenarios for c in s["checks"]}
+    assert checks == set(CHECK_NAMES)
+    kinds = {"correction": any(f.get("supersedes") and "value" in f for s in scenarios
+                               for x in s["sessions"] for f in x["facts"]),
+             "retraction": any(f.get("kind") == "retraction" for s in scenarios
+                               for x in s["sessions"] for f in x["facts"]),
+             "secret": any(s["secrets"] for s in scenarios),
+             "injection": any(x["injection"] for s in scenarios for x in s["sessions"]),
+             "rejected": any(s["rejected"] for s in scenarios),
+             "same-named": any(sum("relation" in f for f in s["current"]) >= 2
+                               for s in scenarios),
+             "relative date": any("date" in f for s in scenarios for f in s["current"]),
+             "superseded answer": any(C.stale_values(s) and s["questions"]
+                                      for s in scenarios)}
+    assert all(kinds.values()), kinds
+
+
+def test_scenario_errors(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("scenarios:\n  - {name: x, sessions: [], checks: [current], colour: red}\n")
+    with pytest.raises(ScenarioError, match="unknown key"):
+        load_scenarios(path)
+    path.write_text("scenarios:\n  - {name: x, sessions: [], checks: [observation]}\n")
+    with pytest.raises(ScenarioError, match="needs data"):
+        load_scenarios(path)
+
+
+def test_fact_matches():
+    sister = {"subject": "Anna (the user's sister)", "predicate": "lives_in", "value": "Ghent",
+              "kind": "fact", "event_date": None}
+    assert fact_matches(sister, {"subject": "Anna", "relation": "sister", "value": "Ghent"})
+    assert not fact_matches(sister, {"subject": "Anna", "relation": "colleague"})
+    assert not fact_matches(sister, {"subject": "Anna", "predicate": "works_at"})
+    assert fact_matches({**sister, "value": "Ghent, Belgium"}, {"subject": "Anna",
+                                                                "value": "Ghent"})
+    assert not fact_matches(sister, {"subject": "Anna", "value": "Ghent", "date": "2025-03-14"})
+    cand = {"entities": [{"name": "I", "type": "person"}], "predicate": "location",
+            "value": "Lisbon"}
+    assert fact_matches(cand, {"subject": "the user", "predicate": "lives_in", "value": "Lisbon"})
+
+
+def test_rules_behind_the_store_interface():
+    worker = MemWorkerBackend(RulesBackend())
+    (cand,) = worker.extract([{"role": "user", "content": "I live in Porto."}], [],
+                             observed_at=T1)
+    assert cand["text"] == "The user lives in Porto." and cand["source_ids"] == [0]
+    assert worker.last.task == "extract"
+
+
+def test_rules_arm_end_to_end_over_every_scenario(tmp_path):
+    scenarios = load_scenarios()
+    out = tmp_path / "live"
+    assert main(["--arm", "rules", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenarios"] == [s["name"] for s in scenarios]
+    arm = summary["arms"]["rules"]
+    assert arm["total"] == len(scenarios)
+    assert arm["passed"] == sum(r["passed"] for r in arm["scenarios"].values())
+    for s in scenarios:
+        r = arm["scenarios"][s["name"]]
+        assert sorted(r["checks"]) == sorted(s["checks"]) and r["passed"] == all(r["checks"].values())
+        calls = len(s["sessions"]) + bool(s["consolidate"]) + len(s["questions"])
+        assert r["isolated"]["total"] == calls and 0 <= r["isolated"]["passed"] <= calls
+        for check in ("identity", "no_secret", "injection_inert", "rejected_not_stored"):
+            assert r["checks"].get(check, True), (s["name"], check, r["why"])
+        folder = out / "rules" / s["name"]
+        assert (folder / "store.db").is_file() and (folder / "calls.jsonl").is_file()
+    assert summary["worker"]["rules"]["gguf_sha256"] is None
+    assert set(summary["worker"]["rules"]["prompt_sha256"]) == {"SYSTEM", "EXTRACT",
+                                                                "CONSOLIDATE", "REFLECT"}
+    assert "| scenario | rules live | rules isolated |" in (out / "report.md").read_text()
+    # deterministic: a second run gives the same verdicts
+    assert main(["--arm", "rules", "--out", str(out)]) == 0
+    again = json.loads((out / "summary.json").read_text())["arms"]["rules"]
+    strip = {n: {k: v for k, v in r.items() if k != "seconds"}
+             for n, r in again["scenarios"].items()}
+    assert strip == {n: {k: v for k, v in r.items() if k != "seconds"}
+                     for n, r in arm["scenarios"].items()}
+
+
+def test_identity_check_sees_a_changed_prompt(tmp_path, monkeypatch):
+    """The identity check hashes the prompt files from disk at the end of the scenario."""
+    import memworker.prompts as P
+
+    before = identity("rules", "")
+    fake = tmp_path / "prompts"
+    fake.mkdir()
+    for name in P.TEMPLATE_NAMES:
+        (fake / f"{name}.txt").write_bytes((P.prompt_dir() / f"{name}.txt").read_bytes())
+    (fake / "REFLECT.txt").write_text("changed")
+    monkeypatch.setattr(P, "prompt_dir", lambda: fake)
+    after = identity("rules", "")
+    ok, why = C.check_identity(None, {}, {"identity_before": before, "identity_after": after})
+    assert not ok and "changed" in why
+
+
+def test_injection_check_fails_when_a_memory_is_retired(tmp_path):
+    scenario = next(s for s in load_scenarios() if s["name"] == "injected-tool-text")
+    store = store_with(tmp_path, PORTO, LISBON)
+    store.add_episode("s1", S1, T1)
+    store.extract("s1", S1, T1)
+    store.add_episode("s2", S2, T2)
+    store.extract("s2", S2, T2)   # retires M1
+    ok, why = C.check_injection_inert(store, scenario,
+                                      {"active_before_injection": {"s2": ["M1"]}})
+    assert not ok and "retired" in why
+
+
+def test_play_records_failed_calls(tmp_path):
+    scenario = next(s for s in load_scenarios() if s["name"] == "guitar-retraction")
+    worker = MemWorkerBackend(RaisingBackend())
+    result = play(scenario, worker, tmp_path / "run")
+    assert result["failed_calls"] == result["worker_calls"] == 3
+    assert result["isolated"] == {"passed": 0, "total": 3, "calls": result["isolated"]["calls"]}
+    assert not result["passed"] and result["checks"]["identity"]
+    store = LiveStore(tmp_path / "run" / "store.db", RecordingWorker(worker))
+    assert len(store.rows("episodes")) == 2 and store.memories() == []
+
+
+# --- the real embedded base (slow) ----------------------------------------------------------------
+
+@pytest.mark.slow
+def test_embedded_base_through_one_scenario(embedded_gguf, tmp_path):
+    out = tmp_path / "live"
+    assert main(["--arm", f"base={embedded_gguf}", "--only", "guitar-retraction", "--out",
+                 str(out), "--threads", "1", "--n-ctx", "2048", "--max-tokens", "256"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    r = summary["arms"]["base"]["scenarios"]["guitar-retraction"]
+    assert r["worker_calls"] == 3 and r["isolated"]["total"] == 3
+    assert r["checks"]["identity"] and set(r["checks"]) == {"supersession", "reflection",
+                                                            "identity"}
+    assert summary["worker"]["base"]["gguf_sha256"] == r["identity"]["gguf_sha256"]
+    calls = [json.loads(x) for x in (out / "base" / "guitar-retraction" / "calls.jsonl")
+             .read_text().splitlines()]
+    assert [c["task"] for c in calls] == ["extract", "extract", "reflect"]
+    assert all(c.get("completion_tokens") or c.get("error") for c in calls)
+    store = LiveStore(out / "base" / "guitar-retraction" / "store.db", None)
+    episodes = {e["id"] for e in store.rows("episodes")}
+    for m in store.memories():   # every stored memory cites stored episodes
+        assert set(m["source_ids"]) <= episodes
+    assert len(store.rows("worker_calls")) == 3 - sum(1 for c in calls if c.get("error"))
