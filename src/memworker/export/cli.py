@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> list[str]:
                         if (out / n).is_file())
     lines.append(f"export: release {out} written ({written})"
                  + (f"; top-level files in {publish}" if publish else "")
-                 + f"; check it with `python export/verify.py {out}`")
+                 + f"; check it with `python export/verify.py {out} --allow-unevaluated` "
+                 "(without the flag once `eval/run.py --into-receipt` has evaluated it: the "
+                 "release gate)")
     return lines
 
 
