@@ -105,6 +105,8 @@ def evaluate(receipt: dict[str, Any]) -> dict[str, Any]:
     waivers = old.get("waivers") or []
     record: dict[str, Any] = {"rule": RULE, "waivers": waivers, "checks": [], "problems": []}
     record["problems"] += waiver_problems(waivers)
+    if not isinstance(waivers, list):
+        waivers = []
     if not receipt.get("student"):
         return {**record, "verdict": "not applicable"}
     evaluation = receipt.get("evaluation")
