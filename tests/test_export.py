@@ -147,7 +147,8 @@ def test_release_folder_gguf_and_receipt(work, tiny, release):
     manifest = json.loads(Path("data/corpus/manifest.json").read_text())
     assert r["corpus"]["manifest_sha256"] == sha256_file("data/corpus/manifest.json")
     assert r["corpus"]["heldout"]["sha256"] == manifest["files"]["heldout.jsonl"]
-    assert r["evaluation"] is None and r["gate"] is None and r["known_limitations"]
+    assert r["evaluation"] is None and r["gate"]["verdict"] == "unevaluated"
+    assert r["known_limitations"]
     assert r["artifacts"][student]["sha256"] == sha256_file(release / student)
     assert r["export"]["converter"]["pre_tokenizer"] == "gpt-2"
     assert r["base_export"]["merge"]["adapter_merged"] is False
