@@ -26,6 +26,7 @@ from memworker.inference.schema import (
     estimate_tokens,
     max_tokens_for,
     time_expressions,
+    typical_tokens,
     worst_case_chars,
 )
 from memworker.spans import candidate_spans
@@ -190,8 +191,15 @@ def test_budget_fitting_picks_the_first_stage_that_fits():
     assert estimate_tokens(worst_case_chars(wide)) > 3000
     for budget in (3072, 2048, 800, 300):
         schema = build_schema("extract", inputs, budget_tokens=budget)
-        assert estimate_tokens(worst_case_chars(schema)) <= budget
+        assert typical_tokens(schema) <= budget
+        # the first stage that fits: the one before it does not
+        stage = next(i for i, lim in enumerate(LIMIT_STAGES)
+                     if build_schema("extract", inputs, limits=lim) == schema)
+        if stage:
+            looser = build_schema("extract", inputs, limits=LIMIT_STAGES[stage - 1])
+            assert typical_tokens(looser) > budget
         assert max_tokens_for(schema) >= estimate_tokens(worst_case_chars(schema))
+        assert max_tokens_for(schema) >= typical_tokens(schema)
     tight = build_schema("extract", inputs, budget_tokens=1)  # nothing fits: the tightest stage
     assert tight == build_schema("extract", inputs, limits=LIMIT_STAGES[-1])
     assert build_schema("extract", inputs) == build_schema(

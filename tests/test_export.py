@@ -147,7 +147,8 @@ def test_release_folder_gguf_and_receipt(work, tiny, release):
     manifest = json.loads(Path("data/corpus/manifest.json").read_text())
     assert r["corpus"]["manifest_sha256"] == sha256_file("data/corpus/manifest.json")
     assert r["corpus"]["heldout"]["sha256"] == manifest["files"]["heldout.jsonl"]
-    assert r["evaluation"] is None and r["gate"] is None and r["known_limitations"]
+    assert r["evaluation"] is None and r["gate"]["verdict"] == "unevaluated"
+    assert r["known_limitations"]
     assert r["artifacts"][student]["sha256"] == sha256_file(release / student)
     assert r["export"]["converter"]["pre_tokenizer"] == "gpt-2"
     assert r["base_export"]["merge"]["adapter_merged"] is False
@@ -199,7 +200,7 @@ def test_gguf_is_q8_0_of_the_merged_weights_with_metadata(work, tiny, release):
                                     "release-receipt.json"])
 def test_verify_names_a_tampered_file(work, release, tmp_path, target, capsys):
     copy = shutil.copytree(release, tmp_path / "release")
-    assert verify_release(copy, "receipts", load=False) == []
+    assert verify_release(copy, "receipts", load=False, allow_unevaluated=True) == []
     path = copy / target
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -232,7 +233,7 @@ def test_verify_checks_the_receipt_and_committed_receipts_beyond_the_sums(work, 
 
 @pytest.mark.slow
 def test_verify_loads_each_gguf_and_answers_through_the_codec(work, release, capsys):
-    assert ecli.verify_main([str(release), "--threads", "1"]) == 0
+    assert ecli.verify_main([str(release), "--threads", "1", "--allow-unevaluated"]) == 0
     assert f"verify: {release} OK" in capsys.readouterr().out
 
 
@@ -265,15 +266,25 @@ def test_out_folder_conflicts(work, tiny, release, tmp_path):
     r = export_release("runs/coding", out, receipts_dir=None, force=True)
     assert r["student"]["stage"] == "coding" and not (out / "base-q8_0.gguf").exists()
     assert not (out / "memworker-local-base-general-a-q8_0.gguf").exists()
-    assert verify_release(out, None, load=False) == []
+    assert verify_release(out, None, load=False, allow_unevaluated=True) == []
+
+
+#: the comparisons the release gate reads, as the evaluator writes them (student no worse)
+PASSING = {"comparisons": [
+    {"a": "student", "b": "base", "tasks": {"extract": {"extract_f1": {
+        "a": 0.5, "b": 0.4, "diff": 0.1, "ci": [-0.1, 0.3], "n_rows": 4, "n_episodes": 4}}}},
+    {"a": "student", "b": "rules", "tasks": {"extract": {"extract_support": {
+        "a": 0.6, "b": 0.5, "diff": 0.1, "ci": [-0.1, 0.3], "n_rows": 4, "n_episodes": 4}}}}]}
 
 
 @pytest.mark.slow
 def test_record_evaluation_re_signs_the_release(work, release, tmp_path):
     out = shutil.copytree(release, tmp_path / "release")
-    record_evaluation(out, {"heldout": {"student": {"extract_f1": 0.5}}}, receipts_dir=None)
+    record_evaluation(out, {"heldout": {**PASSING, "student": {"extract_f1": 0.5}}},
+                      receipts_dir=None)
     assert _receipt(out)["evaluation"]["heldout"]["student"]["extract_f1"] == 0.5
     assert "| `heldout.student.extract_f1` | 0.5000 |" in (out / "README.md").read_text()
+    assert _receipt(out)["gate"]["verdict"] == "pass"
     assert verify_release(out, None, load=False) == []
     (out / "Modelfile").write_text("tampered")
     with pytest.raises(ExportError, match="does not verify"):
@@ -290,8 +301,8 @@ def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path)
     receipts = tmp_path / "receipts"
     receipts.mkdir()
     shutil.copyfile(out / "release-receipt.json", receipts / "release-receipt.json")
-    merge_into_receipt(receipts / "release-receipt.json", "heldout", {"n": 64}, out)
-    assert _receipt(out)["evaluation"] == {"heldout": {"n": 64}}
+    merge_into_receipt(receipts / "release-receipt.json", "heldout", {**PASSING, "n": 64}, out)
+    assert _receipt(out)["evaluation"] == {"heldout": {**PASSING, "n": 64}}
     assert (receipts / "release-receipt.json").read_bytes() == \
         (out / "release-receipt.json").read_bytes()
     assert verify_release(out, None, load=False) == []
@@ -315,7 +326,7 @@ def test_the_main_job_ends_with_the_export(tiny, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "export: release/memworker-local-base-general-a-q8_0.gguf (" in out
     assert "export: release/base-q8_0.gguf (" in out
-    assert verify_release("release", "receipts", load=False) == []
+    assert verify_release("release", "receipts", load=False, allow_unevaluated=True) == []
     assert tcli.main(["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir",
                       "receipts", "--no-build-corpus", *FAST]) == 0
     assert "export:" not in capsys.readouterr().out  # --no-export

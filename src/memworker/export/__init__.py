@@ -6,6 +6,7 @@ release receipt and SHA256SUMS; and their verification.
     export_base("release", base_key="smollm2-135m")             # base-q8_0.gguf, same path
     problems = verify_release("release")                        # [] when it verifies
     record_evaluation("release", {...})                         # the evaluator's --into-receipt
+    record_waiver("release", "heldout", "extract_f1", "why")    # a reasoned release-gate waiver
 
 Names are imported on first use, so `python -m memworker.export.converter` runs cleanly.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 _API = {"ExportError": "release", "export_base": "release", "export_release": "release",
         "default_publish_dir": "release", "record_evaluation": "release",
-        "student_gguf_name": "release",
+        "record_waiver": "release", "student_gguf_name": "release",
         "verify_release": "verify"}
 __all__ = sorted(_API)
 

@@ -39,6 +39,27 @@ def _metric_rows(summary: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _gate(gate: Any) -> list[str]:
+    if not isinstance(gate, dict):
+        return ["Not recorded."]
+    out = [f"Verdict: **{gate.get('verdict')}**. Rule: {gate.get('rule')}.", ""]
+    checks = gate.get("checks") or []
+    if checks:
+        out += ["| set | versus | task | metric | student | reference | difference [95 % CI] "
+                "| n rows | status |", "|---|---|---|---|---|---|---|---|---|"]
+        for c in checks:
+            ci = c.get("ci")
+            interval = "–" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+            diff = "–" if c.get("diff") is None else f"{c['diff']:+.3f} {interval}"
+            out.append(f"| {c['set']} | {c['versus']} | {c['task']} | {c['metric']} | "
+                       f"{_num(c.get('student'))} | {_num(c.get('reference'))} | {diff} | "
+                       f"{_num(c.get('n_rows'))} | {c['status']} |")
+    out += [f"- waiver: {w.get('metric')} on {w.get('set')}: {w.get('reason')}"
+            for w in gate.get("waivers") or [] if isinstance(w, dict)]
+    out += [f"- {p}" for p in gate.get("problems") or []]
+    return out
+
+
 def _evaluation(evaluation: Any) -> list[str]:
     if not evaluation:
         return ["Not evaluated yet: `python eval/run.py … --into-receipt` fills this section of "
@@ -117,6 +138,7 @@ def render(receipt: dict[str, Any]) -> str:
                   f"- labels: {corpus.get('label_method')}",
                   *[f"- limit: {x}" for x in corpus.get("label_limits") or []], ""]
     lines += ["## Evaluation", "", *_evaluation(receipt.get("evaluation")), "",
+              "## Release gate", "", *_gate(receipt.get("gate")), "",
               "## Known limitations", "", *[f"- {x}" for x in receipt.get("known_limitations")
                                              or []], ""]
     return "\n".join(lines)

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "whose tokenizer the converter does not recognise, e.g. gpt-2)")
     parser.add_argument("--work-dir", help="where the temporary merged HF folder goes "
                         "(default: the system temp folder)")
+    parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
+                        help="record a reasoned release-gate waiver in the release in --out "
+                        "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
+                        "re-signs the folder")
     return parser
 
 
@@ -61,6 +65,15 @@ def run(args: argparse.Namespace) -> list[str]:
     common = {"force": args.force, "receipts_dir": args.receipts_dir or None,
               "pre_tokenizer": args.tokenizer_pre, "work_dir": args.work_dir}
     lines = []
+    if args.waive:
+        from memworker.export.release import record_waiver
+
+        set_name, metric, reason = args.waive
+        receipt = record_waiver(out, set_name, metric, reason,
+                                receipts_dir=args.receipts_dir or None, publish_dir=publish)
+        lines.append(f"export: waiver for {metric} on {set_name} recorded in "
+                     f"{out / 'release-receipt.json'}; release gate: {receipt['gate']['verdict']}")
+        return lines
     if args.run:
         receipt = export_release(args.run, out, base=args.base, publish_dir=publish, **common)
         student = receipt["student"]
@@ -79,15 +92,19 @@ def run(args: argparse.Namespace) -> list[str]:
                         if (out / n).is_file())
     lines.append(f"export: release {out} written ({written})"
                  + (f"; top-level files in {publish}" if publish else "")
-                 + f"; check it with `python export/verify.py {out}`")
+                 + f"; check it with `python export/verify.py {out} --allow-unevaluated` "
+                 "(without the flag once `eval/run.py --into-receipt` has evaluated it: the "
+                 "release gate)")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.run and not args.base_only:
-        parser.error("give --run DIR (a finished stage run) or --base-only")
+    if args.waive and (args.run or args.base_only):
+        parser.error("--waive records a waiver in an existing release; give it alone with --out")
+    if not args.run and not args.base_only and not args.waive:
+        parser.error("give --run DIR (a finished stage run), --base-only or --waive")
     if args.run and args.base_only:
         parser.error("--base-only exports the base alone; use --with-base together with --run")
     started = time.perf_counter()
@@ -116,10 +133,13 @@ def verify_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-load", action="store_true",
                         help="hash and receipt checks only (do not load the GGUFs)")
     parser.add_argument("--threads", type=int, help="llama.cpp threads")
+    parser.add_argument("--allow-unevaluated", action="store_true",
+                        help="let a release whose receipt holds no evaluation pass the release "
+                        "gate (by default it fails: evaluate it with eval/run.py --into-receipt)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     problems = verify_release(args.folder, args.receipts_dir or None, load=not args.no_load,
-                              threads=args.threads)
+                              threads=args.threads, allow_unevaluated=args.allow_unevaluated)
     if problems:
         print(f"verify: FAILED: {problems[0]}", file=sys.stderr)
         for extra in problems[1:]:

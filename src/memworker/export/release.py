@@ -348,8 +348,11 @@ def _start(out: Path, prepared: registry.PreparedBase, student_sha: str | None,
 def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
             publish_dir: Path | None) -> dict[str, Any]:
     """Hash the artifacts, write card, receipt, SHA256SUMS; copy the receipt; publish."""
+    from memworker.export import gate
+
     receipt["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     receipt["tools"] = _tools()
+    receipt["gate"] = gate.evaluate(receipt)
     rels = [r for r in (p.relative_to(out).as_posix() for p in sorted(out.rglob("*"))
                         if p.is_file()) if r not in (SUMS, RECEIPT_NAME, card.CARD)]
     receipt["artifacts"] = {rel: _artifact(out, rel) for rel in rels}
@@ -472,6 +475,31 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
     except (HashMismatch, FileNotFoundError) as exc:
         raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
     release["evaluation"] = evaluation
+    return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
+                   Path(publish_dir) if publish_dir else None)
+
+
+def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
+                  receipts_dir: str | Path | None = "receipts",
+                  publish_dir: str | Path | None = None) -> dict[str, Any]:
+    """Record a reasoned release-gate waiver `{metric, set, reason}` in the release receipt's
+    `gate.waivers` (an empty reason, an ungated metric or a set not evaluated is refused), then
+    re-sign the folder like `record_evaluation`."""
+    from memworker.export import gate
+    from memworker.hashing import HashMismatch, verify_sha256sums
+
+    out = Path(out)
+    release = existing_release(out)
+    if release is None:
+        raise ExportError(f"{out} holds no {RECEIPT_NAME}; export the release first")
+    try:
+        release["gate"] = gate.add_waiver(release, set_name, metric, reason)
+    except gate.WaiverError as exc:
+        raise ExportError(str(exc)) from None
+    try:
+        verify_sha256sums(out / SUMS)
+    except (HashMismatch, FileNotFoundError) as exc:
+        raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
     return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
                    Path(publish_dir) if publish_dir else None)
 

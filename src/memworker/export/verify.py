@@ -11,8 +11,14 @@
    the retry fails). This runs in a child process, so a native llama.cpp crash is reported as a
    problem naming the file instead of killing the verifier.
 
-`EXTRA_CHECKS` is the hook for a later release gate (issue 15): callables
-`(folder, release_receipt) -> list[str]` run after the checks above; none is registered here.
+6. The release gate (`memworker.export.gate`): the student is not worse than the base on any
+   task's main metric beyond its interval, nor below the rules arm on extraction support, unless
+   the receipt records a reasoned waiver; a release whose receipt holds no evaluation fails
+   (one line naming the evaluator command) unless `allow_unevaluated`. The gate needs no model,
+   so it runs with `load=False` too (after the file checks, before loading the GGUFs).
+
+`EXTRA_CHECKS`: further callables `(folder, release_receipt) -> list[str]` run after the checks
+above; none is registered here.
 """
 
 from __future__ import annotations
@@ -141,10 +147,19 @@ def _gguf_problems(path: str | Path, n_ctx: int, threads: int | None) -> list[st
     return []
 
 
+def check_gate(folder: Path, receipt: dict[str, Any], allow_unevaluated: bool) -> list[str]:
+    from memworker.export import gate
+
+    return [f"{folder / RECEIPT_NAME}: {p}"
+            for p in gate.problems(receipt, allow_unevaluated=allow_unevaluated)]
+
+
 def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receipts", *,
-                   load: bool = True, threads: int | None = None) -> list[str]:
+                   load: bool = True, threads: int | None = None,
+                   allow_unevaluated: bool = False) -> list[str]:
     """Problems found in the release `folder` (empty when it verifies), the first one first.
-    `load=False` skips loading the GGUFs (the hash and receipt checks only)."""
+    `load=False` skips loading the GGUFs (the hash, receipt and gate checks only);
+    `allow_unevaluated` lets a release without an evaluation pass the gate."""
     folder = Path(folder)
     receipts = Path(receipts_dir) if receipts_dir else None
     problems = check_sums(folder)
@@ -155,6 +170,8 @@ def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receip
         return problems + [f"{receipt_path}: unreadable ({exc})"]
     problems += check_receipt(folder, receipt, receipts)
     problems += check_modelfile(folder, receipt)
+    if not problems:
+        problems += check_gate(folder, receipt, allow_unevaluated)
     if problems or not load:
         return problems
     n_ctx = (receipt.get("export") or {}).get("num_ctx", mfile.NUM_CTX)

@@ -22,16 +22,25 @@ static wire schema, with one exception a grammar cannot express: `uniqueItems` (
 `supports`, reflect `citations`). The dynamic schema leaves it out; the codec removes duplicates
 and rejects an answer when fewer than the minimum remain.
 
-**Token budget.** Every string and array is bounded. `worst_case_chars(schema)` is the longest
-compact JSON answer the schema allows (a free string counted one character per character);
-`estimate_tokens` turns characters into typical tokens at `CHARS_PER_TOKEN` (gold-like answers
-measured 3.1-3.4 characters per SmolLM2 token; 2.5 leaves room). With `budget_tokens` set (the
-default is per task, `DEFAULT_BUDGET`), the first of the `LIMIT_STAGES` whose typical worst case
-fits the budget is used: free-text lengths shrink first, then counts. `max_tokens_for(schema)` is
-what a backend is given: the same worst case counted conservatively (each free-text character one
-token: a degenerate "1.1.1." string runs at ~2 characters per token, measured), capped by the
-context left. An answer that still runs out of tokens finishes with `finish_reason == "length"`
-and the codec reports it as truncated (never silently).
+**Token budget.** Every string and array is bounded. Two sizes are computed:
+
+- `worst_case_chars(schema)`: the longest compact JSON answer the schema allows (a free string
+  counted one character per character, every enum at its longest choice, every array full of its
+  costliest item). `max_tokens_for(schema)` is what a backend is given: this worst case counted
+  conservatively (each free-text character one token: a degenerate "1.1.1." string runs at ~2
+  characters per token, measured; the rest at `CHARS_PER_TOKEN`), capped by the context left
+  (n_ctx minus prompt tokens), so that prompt + answer always fit the window.
+- `typical_tokens(schema)`: the size of a full, realistic answer, used to choose the bounds.
+  Free strings are counted full; an enum counts its *mean* choice (a quote array of 3 items from
+  a 24-event window costs 3 typical spans of the wordiest event, not 3 times the longest whole
+  event text); everything at `TYPICAL_CHARS_PER_TOKEN` (gold claims without their quotes measured
+  3.05 characters per SmolLM2 token at the 1st percentile, 3.37 median; candidate spans 3.67
+  median: `data/corpus` train, the embedded tokenizer).
+
+With `budget_tokens` set (the default is per task, `DEFAULT_BUDGET`; `codec.prepare` caps it by
+the context left), the first of the `LIMIT_STAGES` whose typical size fits the budget is used:
+free-text lengths shrink first, then counts. An answer that still runs out of tokens finishes
+with `finish_reason == "length"` and the codec reports it as truncated (never silently).
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ from memworker.safety import contains_credential
 from memworker.spans import candidate_spans
 
 CHARS_PER_TOKEN = 2.5
+#: characters per token of a realistic answer (budget fitting only; see the module docstring)
+TYPICAL_CHARS_PER_TOKEN = 3.0
 TOKEN_MARGIN = 8
 MAX_TIME_EXPRESSION_CHARS = 80
 DEFAULT_BUDGET = {"extract": 3072, "consolidate": 640, "reflect": 384}
@@ -89,6 +100,9 @@ LIMIT_STAGES: tuple[Limits, ...] = (
     CONTRACT_LIMITS,
     Limits(name=80, value=120, statement=200, answer=200),
     Limits(name=80, value=120, statement=200, answer=200, quotes=3, supersedes=2, claims=8,
+           supports=4, citations=4, observations=3),
+    # a long extract window (corpus v2: up to 24 events, ~1,300 event tokens) within n_ctx 4096
+    Limits(name=40, value=80, statement=160, answer=160, quotes=3, supersedes=2, claims=8,
            supports=4, citations=4, observations=3),
     Limits(name=60, value=80, statement=160, answer=160, quotes=2, supersedes=2, claims=6,
            supports=3, citations=3, observations=2),
@@ -239,7 +253,7 @@ def build_schema(task: str, inputs: dict[str, Any], *, budget_tokens: int | None
     schema = None
     for stage in LIMIT_STAGES:
         schema = build(inputs, stage)
-        if estimate_tokens(worst_case_chars(schema)) <= budget_tokens:
+        if typical_tokens(schema) <= budget_tokens:
             break
     return schema
 
@@ -287,6 +301,30 @@ def _type_worst(t: str, schema: dict[str, Any]) -> tuple[int, int]:
         chars += len(json.dumps(key, ensure_ascii=False)) + 2 + c
         free += f
     return chars, free
+
+
+def _typical(schema: dict[str, Any]) -> float:
+    """Characters of a full, realistic compact JSON answer: like `_worst`, except that an enum
+    counts its mean choice (an anyOf still counts its costliest branch)."""
+    if "anyOf" in schema:
+        return max(_typical(b) for b in schema["anyOf"])
+    if "enum" in schema:
+        sizes = [len(json.dumps(v, ensure_ascii=False)) for v in schema["enum"]]
+        return sum(sizes) / len(sizes)
+    types = schema.get("type")
+    if "const" in schema or types not in ("array", "object"):
+        return _worst(schema)[0]
+    if types == "array":
+        n = schema["maxItems"]
+        return 2 if n == 0 else 2 + n * _typical(schema["items"]) + 2 * (n - 1)
+    props = schema.get("properties", {})
+    return 2 + 2 * max(len(props) - 1, 0) + sum(
+        len(json.dumps(key, ensure_ascii=False)) + 2 + _typical(sub) for key, sub in props.items())
+
+
+def typical_tokens(schema: dict[str, Any]) -> int:
+    """Tokens of a full, realistic answer under `schema` (what budget fitting compares)."""
+    return math.ceil(_typical(schema) / TYPICAL_CHARS_PER_TOKEN) + TOKEN_MARGIN
 
 
 def _cost(worst: tuple[int, int]) -> float:
