@@ -583,17 +583,18 @@ def relative_date(ctx: Ctx, session: int) -> Unit:
     text, when = _with_when(ctx, key, when, V=item.value)
     words = when.words
     frag = Frag("user", [text], session=session, protect=_protect(words, item.value))
+    held = third_person(item.value)  # "visit to my grandfather" -> "visit to their grandfather"
     stmt = (
-        f"The user's {item.value} is scheduled."
+        f"The user's {held} is scheduled."
         if future
-        else f"The user's {item.value} took place."
+        else f"The user's {held} took place."
     )
     claim = Claim(
         sources=[src(frag, 0)],
         subject="the user",
         subject_type="person",
         predicate=item.pred,
-        value=item.value,
+        value=held,
         statement=stmt,
         kind="plan" if future else "event",
         when=when,
@@ -602,13 +603,13 @@ def relative_date(ctx: Ctx, session: int) -> Unit:
     )
     verb = "is" if future else "was"
     q = Question(
-        f"When {verb} the user's {item.value}?",
-        _answer_date(f"The user's {item.value} {verb}", when),
+        f"When {verb} the user's {held}?",
+        _answer_date(f"The user's {held} {verb}", when),
         [claim.key],
         "relative_date",
         "the user",
         item.pred,
-        item.value,
+        held,
     )
     return Unit("relative_date", [frag], [claim], questions=[q],
                 replies=[("reply.date", {"X": item.value})])

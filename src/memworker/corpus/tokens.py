@@ -15,7 +15,9 @@ from pathlib import Path
 from memworker.prompts import to_chatml
 from memworker.registry import DEFAULT_BASE, BaseUnavailable, embedded_gguf_path, get
 
-MAX_TOKENS = 1024
+#: longest row (prompt + answer) a corpus keeps: corpus v2 extract windows are conversations whose
+#: prompts the generator keeps under 1,536 tokens, and a window's answer can hold 7 claims
+MAX_TOKENS = 2560
 
 
 class TokenizerUnavailable(RuntimeError):
