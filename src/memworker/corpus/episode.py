@@ -175,6 +175,8 @@ def _plan_units(ctx: Ctx, empty: bool, n_sessions: int) -> list[behaviours.Unit]
     for _ in range(rng.choice((1, 1, 2))):
         plan.append(("negative", behaviours.hard_negative))
     plan.append(("story", _story))
+    if empty:  # no behaviour carries the window: more chatter, so it still has 6+ events
+        plan += [("story", _story)] * (n_sessions - 1) + [("negative", behaviours.hard_negative)]
     if rng.random() < 0.6 or empty:
         plan.append(("chitchat", _chitchat))
     rng.shuffle(plan)
@@ -357,6 +359,9 @@ def _layout(ctx: Ctx, units: list[behaviours.Unit], n_sessions: int, budget: int
                 lay.emit("tool", "\n".join(lines), trusted=False, gap=(0, 3))
         if rng.random() < 0.3 and room("x" * 40):
             lay.emit("user", pick(ctx, "user.close"))
+    while len(lay.events) < 6:  # a window is at least six events: a little more chatter
+        lay.emit("user", pick(ctx, "story"))
+        lay.emit("assistant", pick(ctx, "reply.chatter"), gap=(0, 2))
     return lay.events
 
 
@@ -675,6 +680,8 @@ def _reflect_row(ep: _Episode, facts_truth: list[dict[str, Any]]) -> dict[str, A
     insufficient = scheduled(ep.slot, _SQRT2, P_INSUFFICIENT)
     if not questions:  # nothing asked about this episode's events: ask about a stored fact
         questions = [q for _, q in ep.background_qs]
+    injected = [t for u in ep.units for r, t in u.forbidden if r == "injected"]
+    questions = [q for q in questions if not any(mentions(q.answer, t) for t in injected)]
     question = rng.choice(questions) if questions and not insufficient else None
     refl_behaviours: list[str] = []
     if question is None:
