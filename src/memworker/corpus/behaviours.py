@@ -779,7 +779,7 @@ def same_name(ctx: Ctx, session: int) -> Unit:
         _question(a2, p2, c2, "same_name", stale=[v1] if a1 == a2 else []),
     ]
     return Unit("same_name", [f1, f2], [c1, c2], questions=qs,
-                replies=[("reply.person", {"X": f"both {name}s"})])
+                replies=[("reply.person", {"X": name})])
 
 
 def preference_exception(ctx: Ctx, session: int) -> Unit:

@@ -73,6 +73,10 @@ THEMES = {
     "tools": {"uses_calendar", "uses_service", "uses_editor", "uses_tool", "uses_shell",
               "hosts_on", "phone", "prefers_format", "test_runner", "linter", "formatter",
               "package_manager", "ci_system"},
+    "community": {"coordinates", "volunteers_at", "donates_to"},
+    "home": {"home_type", "lives_in", "grocery_delivery", "does_chore"},
+    "care": {"eats", "vet", "likes_toy", "needs_help_with"},
+    "travel": {"airline_pref", "home_airport", "travel_insurance", "favourite_destination"},
 }
 
 
@@ -536,9 +540,10 @@ def _observation(ctx: Ctx, facts: list[tuple[str, str, str, str]], theme: str) -
 
 
 def _consolidate_row(ep: _Episode) -> dict[str, Any]:
-    """The consolidate row: stored and new facts in. When 2-3 facts about one subject share a
-    theme (work, hobbies, food, learning, tools), one hedged observation citing them; facts that
-    only share a subject (different themes) support none."""
+    """The consolidate row: stored and new facts in. The rule the gold follows: 2-3 facts about
+    one subject that share a theme (work, hobbies, food, learning, tools) support one hedged
+    observation citing all of them; facts that only share a subject support none. The row shows
+    at most one such group (60 % of rows) or none (the other facts of a group are left out)."""
     ctx, rng = ep.ctx, ep.ctx.rng
     stored = [x for x in ep.existing if x.status == "current"] + [
         x for x in ep.background if x not in ep.existing]
@@ -546,29 +551,44 @@ def _consolidate_row(ep: _Episode) -> dict[str, Any]:
                                              for x in stored]
     pool += [(c.key, c.subject, c.predicate, c.statement) for c in ep.claims
              if c.kind not in ("retraction", "belief", "plan", "event", "relationship")]
-    groups: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
-    for f in pool:
-        th = theme_of(f[2])
-        if th:
-            groups.setdefault((f[1], th), []).append(f)
-    options = sorted((k, v) for k, v in groups.items() if len(v) >= 2)
     want = rng.random() < P_OBSERVATION
-    observations, cons_truth = [], []
-    extra: list[tuple[str, str, str, str]] = []
+
+    def groups_of(facts) -> list[tuple[tuple[str, str], list]]:
+        found: dict[tuple[str, str], list] = {}
+        for f in facts:
+            th = theme_of(f[2])
+            if th:
+                found.setdefault((f[1], th), []).append(f)
+        return sorted((k, v) for k, v in found.items() if len(v) >= 2)
+
+    options = groups_of(pool)
     if want and not options:  # add a stored fact that shares a theme with one in the pool
+        extra: list[tuple[str, str, str, str]] = []
         options = _make_themed(ctx, pool, extra)
-    rng.shuffle(pool)
-    pool_facts = pool + extra
+        pool += extra
+    chosen = rng.choice(options) if want and options else None
+    # leave out facts so that exactly the chosen group (or none) has two or more members
+    keep = []
+    for f in pool:
+        key = (f[1], theme_of(f[2]))
+        if chosen is not None and key == chosen[0]:
+            if sum(1 for g in keep if (g[1], theme_of(g[2])) == key) < 3:
+                keep.append(f)
+        elif theme_of(f[2]) is None or not any((g[1], theme_of(g[2])) == key for g in keep):
+            keep.append(f)
+    pool_facts = keep
     rng.shuffle(pool_facts)
     cids = {f[0]: f"F{i + 1}" for i, f in enumerate(pool_facts)}
-    if want and options:
-        (subject, theme), facts = rng.choice(options)
-        facts = facts[:3]
+    observations, cons_truth = [], []
+    if chosen is not None:
+        (subject, theme), _ = chosen
+        facts = [f for f in pool_facts if (f[1], theme_of(f[2])) == (subject, theme)]
         statement = _observation(ctx, facts, theme)
         supports = sorted((cids[f[0]] for f in facts), key=lambda s: int(s[1:]))
         observations.append({"statement": statement, "supports": supports})
         cons_truth.append({"supports": supports, "subject": subject, "statement": statement,
                            "theme": theme})
+    assert len(groups_of(pool_facts)) == len(observations)
     shared = sorted({f[1] for f in pool_facts if sum(g[1] == f[1] for g in pool_facts) > 1})
     return {
         **ep.base, "id": f"{ep.episode_id}-consolidate", "task": "consolidate",
@@ -576,7 +596,7 @@ def _consolidate_row(ep: _Episode) -> dict[str, Any]:
         "input": {"facts": [{"id": cids[k], "statement": s} for k, _, _, s in pool_facts]},
         "gold": {"observations": observations},
         "truth": {"observations": cons_truth, "subjects_with_several_facts": shared,
-                  "rule": "observe only 2-3 facts about one subject that share a theme"},
+                  "rule": "one observation per subject and theme with 2-3 facts; none otherwise"},
     }
 
 
@@ -603,6 +623,29 @@ def _make_themed(ctx: Ctx, pool, extra) -> list:
             f = (fact.key, subject, attr.pred, fact.statement)
             extra.append(f)
             return [((subject, theme), [(key, subject, pred, statement), f])]
+    # no fact in the pool can be paired: store two new facts of one theme about one subject
+    people = [USER, *[p for p in ctx.family.cast if p.kind in ("person", "pet", "project")]]
+    for person in ctx.rng.sample(people, len(people)):
+        kind = "user" if person is USER else person.kind
+        by_theme: dict[str, list] = {}
+        for attr in ctx.domain.attrs:
+            if attr.subject == kind and theme_of(attr.pred) and (
+                    person.canon, attr.pred) not in ctx.used_keys:
+                by_theme.setdefault(theme_of(attr.pred), []).append(attr)
+        for theme, attrs in sorted(by_theme.items()):
+            if len(attrs) < 2:
+                continue
+            made = []
+            for attr in attrs[:2]:
+                try:
+                    (value,) = ctx.value(attr.pool)
+                except LookupError:
+                    break
+                fact = behaviours._existing(ctx, attr, person, value)
+                made.append((fact.key, person.canon, attr.pred, fact.statement))
+            if len(made) == 2:
+                extra.extend(made)
+                return [((person.canon, theme), made)]
     return []
 
 

@@ -205,7 +205,7 @@ T: dict[str, tuple[str, ...]] = {
     ),
     "reject": (
         "No thanks.", "Not for me.", "Nah, I'll pass on that.", "I'd rather not.",
-        "Hmm, no.", "I'll stick with what I have.", "Not really my thing.", "Tried it, didn't like it.",
+        "Hmm, not that one.", "I'll stick with what I have.", "Not really my thing.", "Tried it, didn't like it.",
     ),
     "refuse_only": (
         "No thanks, I'll pass.", "Not interested, thanks.", "Hmm, no. Let's leave it.",
@@ -255,7 +255,7 @@ T: dict[str, tuple[str, ...]] = {
     "pref": (
         "I love {L}, except {U}.", "I'm a big fan of {L} — just not {U}.",
         "I really like {L}, but not {U}.", "Big fan of {L}, apart from {U}.",
-        "Give me {L} any day, though {U} I can skip.", "{Lc} are my thing, minus {U}.",
+        "Give me {L} any day, though {U} I can skip.", "Count me in for {L}, minus {U}.",
         "I'm all for {L}; {U} is the exception.", "I enjoy {L} — {U} excluded.",
         "Anything with {L} works for me, just not {U}.", "Can't get enough of {L}, except {U}.",
     ),
@@ -457,4 +457,12 @@ OBS_THEME: dict[str, tuple[str, ...]] = {
                  "education is probably a priority for {N0}", "{N0} might enjoy learning"),
     "tools": ("{N0} seems to have settled on a set of tools", "{N0} may prefer a fixed setup",
               "{N0} probably likes to keep things organised", "{N0} might be picky about tools"),
+    "community": ("{N0} seems deeply involved locally", "{N0} probably gives a lot of time to others",
+                  "community work may matter a lot to {N0}", "{N0} might be a pillar of the area"),
+    "home": ("{N0} seems settled at home", "{N0} probably has a steady household routine",
+             "home life may be well organised for {N0}", "{N0} might be rooted where {p} lives"),
+    "care": ("{N0} seems well looked after", "{N0} probably has a settled routine",
+             "{N0} may need a fair bit of care", "{N0} might be well provided for"),
+    "travel": ("{N0} seems to travel often", "{N0} probably has a fixed way of travelling",
+               "travel may be a big part of {P} life", "{N0} might plan trips carefully"),
 }
