@@ -95,6 +95,7 @@ class Frag:
     lead: int = 0  # small-talk sentences the layout put before `sents[0]`
     quoted: set[int] = field(default_factory=set)  # sentence indices some claim quotes
     clauses: set[int] = field(default_factory=set)  # ... of which a clause only (no typos)
+    defer: bool = False  # may come after the next topic (its subject is unambiguous)
 
 
 @dataclass(eq=False)
@@ -149,6 +150,11 @@ class Question:
     predicate: str
     value: str | None
     stale: list[str] = field(default_factory=list)  # values that are no longer true
+
+    def statement_like(self) -> str | None:
+        """The answer when it is a plain statement (one sentence, a paraphrase may wrap it)."""
+        a = self.answer
+        return a if a.endswith(".") and a.count(". ") == 0 and len(self.support) == 1 else None
 
 
 @dataclass(eq=False)
@@ -738,7 +744,8 @@ def coreference(ctx: Ctx, session: int) -> Unit:
     said = _say(ctx, attr, person, value, surface=surface)
     sents, idx, cl = frame(ctx, "coref.follow", said)
     f1 = Frag("user", [intro], session=session, protect=_protect(person.name))
-    f2 = Frag("user", sents, session=session, protect=_protect(value), gap_before=True)
+    f2 = Frag("user", sents, session=session, protect=_protect(value), gap_before=True,
+              defer=surface != person.pronoun)
     claim = _fact_claim(attr, person, value, [src(f1, 0), src(f2, idx, cl)], "coreference", ctx)
     return Unit(
         "coreference", [f1, f2], [claim],

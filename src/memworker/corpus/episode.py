@@ -30,6 +30,7 @@ from memworker.corpus.world import (
     Person,
     clause,
     iso,
+    lower_start,
     rng_for,
     session_start,
     typo,
@@ -299,7 +300,14 @@ def _layout(ctx: Ctx, units: list[behaviours.Unit], n_sessions: int, budget: int
 
     for s in range(n_sessions):
         lay.clock = session_start(ctx.days[s], rng)
-        frags = [f for u in units for f in u.frags if f.session == s]
+        blocks = [list(u.frags) for u in units if u.frags[0].session == s]
+        for b in list(blocks):  # "my sister ..." may come back after another topic
+            if len(b) == 2 and b[1].defer and rng.random() < 0.6:
+                i = blocks.index(b)
+                if i + 1 < len(blocks):
+                    blocks[i] = b[:1]
+                    blocks.insert(i + 2, b[1:])
+        frags = [f for b in blocks for f in b]
         turn: list[behaviours.Frag] = []
         greet = _greeting(ctx, s, lay.clock) if rng.random() < 0.65 else None
 
@@ -310,15 +318,20 @@ def _layout(ctx: Ctx, units: list[behaviours.Unit], n_sessions: int, budget: int
             lay.emit("user", " ".join(_frag_text(f) for f in turn))
             for f in turn:
                 f.event = len(lay.events) - 1
-            parts = [r for u in dict.fromkeys(unit_of[id(f)] for f in turn) for r in u.replies]
+            parts = []
+            for f in turn:  # a unit with one reply per fragment answers fragment by fragment
+                u = unit_of[id(f)]
+                if len(u.replies) == len(u.frags) > 1:
+                    parts.append(u.replies[u.frags.index(f)])
+                else:
+                    parts += [r for r in u.replies if r not in parts]
             needs_gap = next_frag is not None and next_frag.gap_before
             if next_frag is not None and next_frag.role == "assistant":
                 turn = []
                 return
             if parts and (needs_gap or rng.random() < 0.85):
-                text = _reply_text(ctx, parts)
-                lay.emit("assistant", text, gap=(0, 2))
-            elif needs_gap or rng.random() < 0.5:
+                lay.emit("assistant", _reply_text(ctx, parts), gap=(0, 2))
+            elif needs_gap or (not parts and rng.random() < 0.5):
                 lay.emit("assistant", pick(ctx, "reply.chatter"), gap=(0, 2))
             turn = []
 
@@ -721,8 +734,7 @@ def _reflect_row(ep: _Episode, facts_truth: list[dict[str, Any]]) -> dict[str, A
     known = {(t["subject"], t["predicate"]) for t in facts_truth} | {
         (x.subject, x.predicate) for x in ep.background}
     insufficient = scheduled(ep.slot, _SQRT2, P_INSUFFICIENT)
-    if not questions:  # nothing asked about this episode's events: ask about a stored fact
-        questions = [q for _, q in ep.background_qs]
+    questions += [q for _, q in ep.background_qs][:2]  # stored facts are asked about too
     injected = [t for u in ep.units for r, t in u.forbidden if r == "injected"]
     questions = [q for q in questions if not any(mentions(q.answer, t) for t in injected)]
     question = rng.choice(questions) if questions and not insufficient else None
@@ -735,6 +747,8 @@ def _reflect_row(ep: _Episode, facts_truth: list[dict[str, Any]]) -> dict[str, A
         refl_behaviours.append("insufficient_evidence")
     else:
         q_text, answer = question.text, question.answer
+        if answer == question.statement_like():
+            answer = _paraphrase(ep.ctx, answer)
         required = list(question.support)
         for x in ep.existing:  # the superseded/retracted fact is part of the picture
             if (x.status != "current" and x.subject == question.subject
@@ -769,6 +783,12 @@ def _reflect_row(ep: _Episode, facts_truth: list[dict[str, Any]]) -> dict[str, A
         "gold": {"answer": answer, "citations": citations, "insufficient_evidence": insufficient},
         "truth": r_truth,
     }
+
+
+def _paraphrase(ctx: Ctx, statement: str) -> str:
+    """A single-fact answer in one of several phrasings (never only the stored statement)."""
+    text = pick(ctx, "a.fact").format_map({"X": statement, "x": lower_start(statement)})
+    return text[0].upper() + text[1:]
 
 
 def _unanswerable(ctx: Ctx, known: set[tuple[str, str]], claims: list[behaviours.Claim],

@@ -425,6 +425,9 @@ T: dict[str, tuple[str, ...]] = {
                 "What details do we have on {N}?"),
     "q.when": ("When {V} {X}?", "On what date {V} {X}?", "What day {V} {X}?"),
     "q.ago": ("How long ago did {X}?", "How many days ago did {X}?"),
+    "a.fact": ("{X}", "According to what was said, {x}", "From the evidence: {x}",
+               "{X} That is the latest information.", "As far as the records go, {x}",
+               "{X} (as stated)"),
     "a.about": ("{X}", "From what was said: {X}", "In short: {X}"),
     "q.generic": (
         "What is {N}'s favourite colour?|favourite colour", "When is {N}'s birthday?|birthday",
