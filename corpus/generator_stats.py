@@ -3,7 +3,8 @@ acknowledgements, relationship claims, label-bug counts and pre-repair audit vio
 
     PYTHONPATH=src python corpus/generator_stats.py [--seed 13] [--episodes 1300] [--tokens]
 
-Reads rows straight from `generate_rows` (before any audit, repair or exclusion).
+Reads rows straight from `generate_rows` (before any audit, repair or exclusion) of the
+`memworker` on PYTHONPATH, so the same script measures an older checkout too.
 """
 
 from __future__ import annotations
@@ -11,16 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections import Counter
 from datetime import date
-from pathlib import Path
 from statistics import mean
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from memworker.corpus import audit  # noqa: E402
-from memworker.corpus.build import generate_rows  # noqa: E402
+from memworker import temporal
+from memworker.corpus import audit
+from memworker.corpus.build import generate_rows
 
 #: the 11 fixed replies of generator 1.0 (acknowledgements and greetings)
 OLD_ACKS = {"Got it.", "Noted, thanks.", "Thanks for letting me know.", "Okay!", "Sounds good.",
@@ -28,8 +26,6 @@ OLD_ACKS = {"Got it.", "Noted, thanks.", "Thanks for letting me know.", "Okay!",
             "Hello! How can I help?", "Hey, good to hear from you."}
 _FIRST = re.compile(r"\b(?:my|I|me|our|I'm|mine)\b")
 _WD = re.compile(r"\b(next|last)\s+(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b")
-#: predicates whose facts answer each other's questions (job vs employer ...)
-OVERLAP = ({"works_at", "job_title", "leads_team", "on_team"},)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=1300)
     ap.add_argument("--domain", default="general")
     ap.add_argument("--tokens", action="store_true", help="count events tokens (SmolLM2)")
+    ap.add_argument("--skeletons", action="store_true",
+                    help="share of test sentences whose masked skeleton occurs in train (an "
+                         "approximation: pool values, names, relations, time expressions and "
+                         "digits masked)")
     args = ap.parse_args(argv)
     rows, splits = generate_rows(args.domain, args.seed, args.episodes)
     ext = [r for r in rows if r["task"] == "extract"]
@@ -61,15 +61,6 @@ def main(argv: list[str] | None = None) -> int:
                 d = (date.fromisoformat(c["date"]) - date.fromisoformat(ev["timestamp"][:10])).days
                 if abs(d) > 7 or d == 0:
                     far += 1
-    overlap = 0
-    for r in rows:
-        if r["task"] != "reflect" or not r["gold"]["insufficient_evidence"]:
-            continue
-        t = r["truth"]
-        group = next((g for g in OVERLAP if t.get("predicate") in g), None)
-        if group and any(p in group and p != t["predicate"] for s, p in _evidence_keys(r)
-                         if s == t.get("subject")):
-            overlap += 1
     pre = audit.audit_rows(rows, splits)
     codes = Counter(v.code for vs in pre.values() for v in vs)
     refl = [r for r in rows if r["task"] == "reflect"]
@@ -102,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         "label_bugs": {"first_person_in_claim_statements": leaks,
                        "first_person_in_consolidate_facts": leaks_cons,
                        "first_person_in_reflect_answers": leaks_ans,
-                       "next_last_weekday_outside_1_7_days": far, "dated_claims": dated,
-                       "abstentions_with_overlapping_predicate": overlap},
+                       "next_last_weekday_outside_1_7_days": far, "dated_claims": dated},
         "pre_repair_rows_with_violations": len(pre),
         "pre_repair_violations": dict(sorted(codes.items())),
     }
@@ -114,13 +104,46 @@ def main(argv: list[str] | None = None) -> int:
                           add_special_tokens=False)["input_ids"]) for r in ext]
         out["events_text_tokens_mean"] = round(mean(counts), 1)
         out["events_text_tokens_max"] = max(counts)
+    if args.skeletons:
+        out["test_sentences_with_train_skeleton"] = skeleton_overlap(rows)
     print(json.dumps(out, indent=1))
     return 0
 
 
-def _evidence_keys(row: dict) -> list[tuple[str, str]]:
-    """(subject, predicate) of facts the reflect row's truth says the evidence holds."""
-    return [tuple(k) for k in row["truth"].get("evidence_keys", [])]
+def skeleton_overlap(rows: list[dict]) -> dict:
+    """Test event sentences (user and assistant) whose masked form occurs in train."""
+    from memworker.corpus.coding import CODING, CODING_POOLS
+    from memworker.corpus.domains import GENERAL, POOLS
+    from memworker.corpus.pools import FEMALE, MALE, PETS
+
+    vals = {v for p in (*POOLS.values(), *CODING_POOLS.values()) for v in p}
+    vals |= set(FEMALE) | set(MALE) | set(PETS)
+    for d in (*GENERAL, CODING):
+        vals |= {x for a in d.activities for x in (a.base, a.past)}
+        vals |= {x.value for x in d.dated} | {x for p in d.prefs for x in (p.like, p.unless)}
+        vals |= {x.topic for x in d.decisions} | set(d.relations) | set(d.pets)
+        vals |= set(d.accounts)
+    rx = re.compile("|".join(re.escape(v) for v in sorted(vals, key=len, reverse=True)))
+    split_s = re.compile(r"(?<=[.!?])\s+")
+
+    def mask(s: str) -> str:
+        for e in temporal.find_expressions(s):
+            s = s.replace(e, "<D>")
+        return re.sub(r"\d+", "0", rx.sub("<V>", s)).lower()
+
+    train: set[str] = set()
+    test: list[str] = []
+    for r in rows:
+        if r["task"] != "extract" or r["split"] == "val":
+            continue
+        for e in r["input"]["events"]:
+            if e["role"] == "tool":
+                continue
+            for s in split_s.split(e["text"]):
+                (train.add if r["split"] == "train" else test.append)(mask(s))
+    hits = sum(1 for m in test if m in train)
+    return {"test_sentences": len(test), "in_train": hits,
+            "share": round(hits / len(test), 4) if test else 0.0}
 
 
 if __name__ == "__main__":
