@@ -1029,12 +1029,15 @@ def passing_event(ctx: Ctx, session: int) -> Unit:
         claims.append(rel_claim)
         qs.append(Question(f"Who is {person.name}?", rel_claim.statement, [rel_claim.key], "",
                            person.canon, "relationship", person.rel))
-    return Unit("", [frag], claims, questions=qs, replies=[("reply.person", {"X": person.name})],
-                notes=[{"status": "told_in_passing", "subject": person.canon,
-                        "predicate": "did_with", "value": stated_verb}])
+    return Unit("", [frag], claims, questions=qs, replies=[("reply.person", {"X": person.name})])
 
 
 # ---------------------------------------------------------------------------- hard negatives
+
+
+#: truth status of a hard negative's unasserted fact (the natural set's statuses)
+NEGATIVE_STATUS = {"neg.question": "hypothetical", "neg.hypo": "hypothetical",
+                   "neg.joke": "hypothetical", "neg.reported": "reported"}
 
 
 def hard_negative(ctx: Ctx, session: int, kind: str | None = None) -> Unit:
@@ -1054,7 +1057,7 @@ def hard_negative(ctx: Ctx, session: int, kind: str | None = None) -> Unit:
         said = clause(_say(ctx, attr, person, value))
         ctx.claim_key(person, attr)  # nothing else in the episode states this key
         text = sentence(pick(ctx, kind), C=said, Cc=said[0].upper() + said[1:])
-        notes.append({"status": "not_asserted", "subject": person.canon,
+        notes.append({"status": NEGATIVE_STATUS[kind], "subject": person.canon,
                       "predicate": attr.pred, "value": value, "form": kind})
     frag = Frag("user", split_sentences(text), session=session)
     return Unit("", [frag], notes=notes, replies=[("reply.negative", {})])

@@ -341,7 +341,8 @@ def _layout(ctx: Ctx, units: list[behaviours.Unit], n_sessions: int, budget: int
             if mergeable:
                 if frag.fill and rng.random() < fam.chatty * 0.5:
                     extra = pick(ctx, "story")
-                    if room(extra * 2):
+                    said = " ".join(_frag_text(f) for f in turn + [frag])
+                    if room(extra * 2) and extra not in said:
                         frag.sents.insert(0, extra)
                         frag.lead = 1
                 if greet and not turn and room(greet * 2):
