@@ -841,7 +841,7 @@ def multi_source(ctx: Ctx, session: int) -> Unit:
     )
     q = Question(m.ask, stmt, [claim.key], "multi_source", m.subject, m.pred, claim.value)
     return Unit("multi_source", [f1, f2], [claim], questions=[q],
-                replies=[("reply.thing", {"X": m.subject})])
+                replies=[("reply.curious", {}), ("reply.thing", {"X": m.subject})])
 
 
 def noise_line(ctx: Ctx, tool: str) -> str:

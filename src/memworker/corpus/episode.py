@@ -46,7 +46,7 @@ MAX_EVIDENCE = 10
 MAX_CLAIMS = 7
 #: estimated tokens for the events and stored facts of an extract prompt (pessimistic estimate;
 #: keeps the full prompt under 1,536 tokens with today's ~440-token instructions)
-EVENTS_BUDGET = 1000
+EVENTS_BUDGET = 900
 
 _DENSE = re.compile(r"\S*[\d_][\S]*")
 #: claims' weight against MAX_CLAIMS: behaviours with two claims or two quoted events weigh more

@@ -419,6 +419,8 @@ T: dict[str, tuple[str, ...]] = {
                        "People say all sorts of things.", "Fun to imagine.", "Ha!"),
     "reply.chatter": ("Oh no, sorry to hear that.", "Sounds like quite a day.", "Ugh, annoying.",
                       "Hope it gets better.", "Ha, classic.", "That happens."),
+    "reply.curious": ("Oh? Go on.", "Ooh, tell me more.", "And?", "Nice - what's the news?",
+                      "Oh, how did it turn out?", "Curious now!"),
     # -------------------------------------------------------------------- reflect questions
     "q.about": ("What do I know about {N}?", "What has the user said about {N}?",
                 "Summarise what we know about {N}.", "Tell me what's known about {N}.",
