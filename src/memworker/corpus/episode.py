@@ -43,6 +43,8 @@ P_INSUFFICIENT = 0.37  # share of reflect rows whose evidence cannot answer
 P_OBSERVATION = 0.6  # share of consolidate rows with a supported observation
 P_MERGE = 0.55  # chance a user fragment joins the turn before it (several topics in one turn)
 MAX_EVIDENCE = 10
+MAX_OBSERVATION_CHARS = 160  # the codec's tightest statement cap
+MAX_ANSWER_CHARS = 160  # the codec's tightest answer cap
 MAX_CLAIMS = 7
 #: estimated tokens for the events and stored facts of an extract prompt (pessimistic estimate;
 #: keeps the full prompt under 1,536 tokens with today's ~440-token instructions)
@@ -590,14 +592,26 @@ def _consolidate_row(ep: _Episode) -> dict[str, Any]:
                 keep.append(f)
         elif theme_of(f[2]) is None or not any((g[1], theme_of(g[2])) == key for g in keep):
             keep.append(f)
+    statement = None
+    if chosen is not None:  # an observation fits the codec's tightest statement cap (160)
+        (subject, theme), _ = chosen
+        facts = [f for f in keep if (f[1], theme_of(f[2])) == (subject, theme)]
+        for n in (len(facts), 2, 2, 2):
+            statement = _observation(ctx, facts[:n], theme)
+            if len(statement) <= MAX_OBSERVATION_CHARS:
+                break
+        else:
+            statement = None
+        drop = facts[n:] if statement is not None else facts[1:]
+        keep = [f for f in keep if f not in drop]
+        if statement is None:
+            chosen = None
     pool_facts = keep
     rng.shuffle(pool_facts)
     cids = {f[0]: f"F{i + 1}" for i, f in enumerate(pool_facts)}
     observations, cons_truth = [], []
-    if chosen is not None:
-        (subject, theme), _ = chosen
+    if chosen is not None and statement is not None:
         facts = [f for f in pool_facts if (f[1], theme_of(f[2])) == (subject, theme)]
-        statement = _observation(ctx, facts, theme)
         supports = sorted((cids[f[0]] for f in facts), key=lambda s: int(s[1:]))
         observations.append({"statement": statement, "supports": supports})
         cons_truth.append({"supports": supports, "subject": subject, "statement": statement,
@@ -695,7 +709,13 @@ def _about_question(ep: _Episode) -> behaviours.Question | None:
         return None
     subject = ep.ctx.rng.choice(options)
     items = by_subject[subject][:4]
-    answer = pick(ep.ctx, "a.about").format_map({"X": " ".join(s for _, _, s in items)})
+    tpl = pick(ep.ctx, "a.about")
+    while len(items) > 2 and len(tpl.format_map({"X": " ".join(s for _, _, s in items)})) > \
+            MAX_ANSWER_CHARS:
+        items = items[:-1]
+    answer = tpl.format_map({"X": " ".join(s for _, _, s in items)})
+    if len(answer) > MAX_ANSWER_CHARS:
+        return None
     q = pick(ep.ctx, "q.about").format_map({"N": subject})
     return behaviours.Question(q, answer, [k for k, _, _ in items], "", subject, "*", None)
 
@@ -762,6 +782,10 @@ def _reflect_row(ep: _Episode, facts_truth: list[dict[str, Any]]) -> dict[str, A
             refl_behaviours.append(question.behaviour)
     chosen = [k for k in required if k in items]
     others = [k for k in items if k not in chosen]
+    if question is not None and question.predicate == "*":  # "what do we know about X": the
+        subject_of = {x.key: x.subject for x in ep.existing + ep.background}  # evidence holds
+        subject_of.update({c.key: c.subject for c in ep.claims})  # no uncited fact about X
+        others = [k for k in others if subject_of.get(k) != question.subject]
     rng.shuffle(others)
     inj_keys = [k for u in ep.units for k, _, _ in u.evidence]
     chosen += [k for k in others if k in inj_keys]
