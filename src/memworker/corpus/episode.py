@@ -163,7 +163,8 @@ def _story(ctx: Ctx, session: int) -> behaviours.Unit:
 
 # ------------------------------------------------------------------------------ planning
 
-def _plan_units(ctx: Ctx, empty: bool, n_sessions: int) -> list[behaviours.Unit]:
+def _plan_units(ctx: Ctx, empty: bool, n_sessions: int, max_claims: float = MAX_CLAIMS
+                ) -> list[behaviours.Unit]:
     """The episode's units, each built for its session: behaviours (claimless ones in an empty
     episode), an event told in passing, hard negatives and chatter; at least one per session,
     within the token budget."""
@@ -174,10 +175,12 @@ def _plan_units(ctx: Ctx, empty: bool, n_sessions: int) -> list[behaviours.Unit]
             plan.append((name, behaviours.CLAIMLESS[name]))
     else:
         names = _choose(rng, _weights(domain.key), rng.randrange(3, 7))
-        while sum(CLAIM_WEIGHT.get(n, 1.0) for n in names) > MAX_CLAIMS - 1.5:
+        passing = rng.random() < 0.8 and max_claims >= 4
+        while len(names) > 1 and sum(CLAIM_WEIGHT.get(n, 1.0) for n in names) > (
+                max_claims - (2 if passing else 0)):
             names.pop()
         plan += [(n, behaviours.BUILDERS[n]) for n in names]
-        if rng.random() < 0.8:
+        if passing:
             plan.append(("passing", behaviours.passing_event))
     for _ in range(rng.choice((1, 1, 2))):
         plan.append(("negative", behaviours.hard_negative))
@@ -456,20 +459,55 @@ def _background(ctx: Ctx, n: int) -> list[tuple[behaviours.Existing, behaviours.
     return out
 
 
+def claims_cap(inputs: dict[str, Any]) -> int:
+    """How many claims the codec's dynamic schema (memworker.inference.schema) lets a model
+    answer for this window: long windows get fewer."""
+    from memworker.inference import schema
+
+    # the schema is built once per limit stage; the window's spans and time expressions are the
+    # same in every stage, so they are computed once here (exactly what build_schema would get)
+    spans = schema.citable_spans(inputs["events"])
+    exprs = schema.time_expressions(inputs["events"])
+    saved = schema.citable_spans, schema.time_expressions
+    schema.citable_spans, schema.time_expressions = (lambda _: spans), (lambda _: exprs)
+    try:
+        return schema.build_schema("extract", inputs)["properties"]["claims"]["maxItems"]
+    finally:
+        schema.citable_spans, schema.time_expressions = saved
+
+
 def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0
                  ) -> list[dict[str, Any]]:
     """The rows (extract, consolidate, reflect) of one episode of `family`. `slot` (the
     episode's number within its domain) spreads empty extractions and insufficient
     reflections evenly. The random draws happen in a fixed order (the same seed gives the same
-    bytes): sessions, units, background, stored facts, layout, then each row."""
-    rng = rng_for("episode", seed, episode_id)
+    bytes): sessions, units, background, stored facts, layout, then each row. When the gold
+    holds more claims than the codec's schema allows for the window, the episode is drawn again
+    (its own stream per attempt) with at most that many claims."""
+    max_claims = float(MAX_CLAIMS)
+    for attempt in range(6):
+        rows = _make_episode(family, episode_id, seed, slot, attempt, max_claims)
+        n = len(rows[0]["gold"]["claims"])
+        if n <= 1:
+            return rows
+        cap = claims_cap(rows[0]["input"])
+        if n <= cap:
+            return rows
+        max_claims = min(max_claims, cap) - 0.5 * attempt
+    raise AssertionError(f"{episode_id}: no draw fits the codec's claim cap")
+
+
+def _make_episode(family: Family, episode_id: str, seed: int, slot: int, attempt: int,
+                  max_claims: float) -> list[dict[str, Any]]:
+    rng = (rng_for("episode", seed, episode_id) if attempt == 0
+           else rng_for("episode", seed, episode_id, attempt))
     day0 = FIRST_DAY + timedelta(days=rng.randrange(DAY_SPAN))
     n_sessions = rng.choices((2, 3, 4), (0.4, 0.4, 0.2))[0]
     days: list[date] = [day0]
     for _ in range(n_sessions - 1):
         days.append(days[-1] + timedelta(days=rng.randrange(1, 12)))
     ctx = Ctx(rng, family, days)
-    units = _plan_units(ctx, scheduled(slot, _GOLDEN, P_EMPTY), n_sessions)
+    units = _plan_units(ctx, scheduled(slot, _GOLDEN, P_EMPTY), n_sessions, max_claims)
     background_qs = _background(ctx, rng.randrange(3, 6))
     background = [fact for fact, _ in background_qs]
     existing = [x for u in units for x in u.existing] + background[: rng.randrange(0, 3)]
