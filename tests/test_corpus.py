@@ -582,3 +582,12 @@ def test_weekday_words_follow_the_convention():
                 "month", "year", "week"):
             gap = abs((date.fromisoformat(when.date) - anchor).days)
             assert 1 <= gap <= 7, when
+
+
+def test_every_generated_gold_decodes_under_the_codec_schema(generated):
+    """Claims per window stay within the dynamic schema's cap for that window (the generator
+    redraws an episode that would exceed it), so every gold answer is one the codec accepts."""
+    from memworker.corpus.natural import _codec_problems
+
+    bad = {r["id"]: p for r in generated[0] for p in _codec_problems(r)}
+    assert not bad, list(bad.items())[:3]
