@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -511,3 +512,83 @@ def test_coding_corpus_has_the_tool_behaviour_in_every_split(tmp_path):
     # one domain: 32 extract + 16 consolidate + 16 reflect, as far as the small test split goes
     assert len(heldout) == min(64, m["counts"]["test"]["episodes"])
     assert len({r["episode"] for r in heldout}) == len(heldout)
+
+
+# ------------------------------------------------------------------------ generator v2 shape
+
+
+def test_episodes_are_multi_session_conversations(generated):
+    ext = [r for r in generated[0] if r["task"] == "extract"]
+    for r in ext:
+        events = r["input"]["events"]
+        assert 6 <= len(events) <= 30, (r["id"], len(events))
+        assert len({e["timestamp"][:10] for e in events}) >= 2, r["id"]  # 2-4 sessions
+    user = [e["text"] for r in ext for e in r["input"]["events"] if e["role"] == "user"]
+    assert sum(len(t.split()) for t in user) / len(user) > 12
+    replies = [e["text"] for r in ext for e in r["input"]["events"] if e["role"] == "assistant"]
+    assert len(set(replies)) > len(replies) / 3  # the assistant answers content, not 11 acks
+
+
+def test_template_split_keeps_held_out_templates_out_of_train(generated):
+    from memworker.corpus.templates import T, allowed, held_out, registry
+
+    for key, options in registry().items():
+        if len(options) >= 2:
+            held = held_out(key, options)
+            assert held and len(held) < len(options), key
+    fixed = ("story", "user.close", "greet.morning", "greet.afternoon", "greet.evening",
+             "reply.chatter", "reply.correction", "reply.secret")
+    by_split = {s: " ".join(e["text"] for r in generated[0] if r["task"] == "extract"
+                            and r["split"] == s for e in r["input"]["events"]) for s in SPLITS}
+    for key in fixed:
+        train_only = set(allowed(key, T[key], "train"))
+        test_only = set(T[key]) - train_only
+        assert not any(t in by_split["test"] or t in by_split["val"] for t in train_only), key
+        assert not any(t in by_split["train"] for t in test_only), key
+
+
+def test_passing_events_carry_relationship_claims_without_first_person(generated):
+    claims = [c for r in generated[0] if r["task"] == "extract" for c in r["gold"]["claims"]]
+    rel = [c for c in claims if c["kind"] == "relationship"]
+    assert rel and all(c["time_expression"] is None for c in rel)
+    assert all(not temporal.find_expressions(q) for c in rel for q in c["quotes"])
+    assert any(c["predicate"] == "did_with" and c["date"] for c in claims)
+    for c in claims:
+        assert not re.search(r"\b(?:my|I|me|our)\b", c["statement"]), c["statement"]
+
+
+def test_reflect_and_consolidate_are_not_table_lookups(generated):
+    rows = generated[0]
+    refl = [r for r in rows if r["task"] == "reflect"]
+    assert sum(1 for r in refl if len(r["gold"]["citations"]) >= 2) >= 0.05 * len(refl)
+    stamps = [e["timestamp"][11:19] for r in refl for e in r["input"]["evidence"]]
+    assert stamps.count("12:00:00") < 0.01 * len(stamps)  # realistic times, not noon
+    cons = [r for r in rows if r["task"] == "consolidate"]
+    negative = [r for r in cons if not r["gold"]["observations"]
+                and r["truth"]["subjects_with_several_facts"]]
+    assert negative and any(r["gold"]["observations"] for r in cons)
+
+
+def test_weekday_words_follow_the_convention():
+    from memworker.corpus.calendar import last_gap, next_gap
+
+    for wd in range(7):
+        for target in range(7):
+            assert 1 <= next_gap(wd, target) <= 7 and 1 <= last_gap(wd, target) <= 7
+    rng = random.Random(3)
+    for i in range(2000):
+        anchor = date(2025, 1, 1) + timedelta(days=rng.randrange(700))
+        when = (calendar.future if i % 2 else calendar.past)(anchor, rng)
+        if when.words.startswith(("next ", "last ")) and when.words.split()[1] not in (
+                "month", "year", "week"):
+            gap = abs((date.fromisoformat(when.date) - anchor).days)
+            assert 1 <= gap <= 7, when
+
+
+def test_every_generated_gold_decodes_under_the_codec_schema(generated):
+    """Claims per window stay within the dynamic schema's cap for that window (the generator
+    redraws an episode that would exceed it), so every gold answer is one the codec accepts."""
+    from memworker.corpus.natural import _codec_problems
+
+    bad = {r["id"]: p for r in generated[0] for p in _codec_problems(r)}
+    assert not bad, list(bad.items())[:3]

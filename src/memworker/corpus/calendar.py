@@ -6,9 +6,16 @@ The arithmetic here is written independently of `memworker.temporal`: the audit 
 gold expression with the real resolver and compares, so a disagreement between the two is caught
 instead of being copied into the labels.
 
-Conventions are the resolver's (weeks Monday-Sunday, "this <weekday>" = that day of the anchor's
-week, "next <weekday>" = of the following week, "<Month> <day>" = closest occurrence, "in <Month>"
-= closest such month, "this/next/last weekend" = that week's Saturday).
+The last/next weekday convention is written in one place, the docstring of `memworker.temporal`
+(the resolver the audit checks against): "next <weekday>" = the first such day strictly after the
+anchor date (1-7 days ahead), "last" = the most recent strictly before, "this" = that day of the
+anchor's Monday-Sunday week. The generator only says "next <weekday>" for a weekday on
+or before the anchor's and "last <weekday>" for one on or after it: there the convention and the
+older "of the following/previous week" reading give the same day, so the rows stay correct under
+either resolver. Bare weekdays are only said of the future ("on Friday" = the coming Friday);
+"next/last weekend" are never said (their reading differs between conventions). Other forms:
+"<Month> <day>" = closest occurrence, "in <Month>" = closest such month, "this weekend" = this
+week's Saturday.
 """
 
 from __future__ import annotations
@@ -42,6 +49,16 @@ def _count(n: int, rng: random.Random) -> str:
     return _WORDS[n] if n in _WORDS and rng.random() < 0.6 else str(n)
 
 
+def next_gap(anchor_wd: int, target: int) -> int:
+    """Days from the anchor to "next <target weekday>": the first such day strictly after."""
+    return (target - anchor_wd - 1) % 7 + 1
+
+
+def last_gap(anchor_wd: int, target: int) -> int:
+    """Days back from the anchor to "last <target weekday>": the most recent strictly before."""
+    return (anchor_wd - target - 1) % 7 + 1
+
+
 def _monday(d: date) -> date:
     return d - timedelta(days=d.weekday())
 
@@ -65,7 +82,7 @@ def future_day(anchor: date, rng: random.Random) -> When:
     """A day after `anchor` (1 to ~120 days ahead) in one of many phrasings."""
     wd = anchor.weekday()
     options = ["tomorrow", "day_after", "next_wd", "in_days", "in_weeks", "month_day",
-               "month_day", "next_weekend", "ordinal"]
+               "month_day", "ordinal"]
     if wd < 4:
         options += ["this_wd", "this_wd", "on_wd"]
     if wd < 5:
@@ -83,8 +100,8 @@ def future_day(anchor: date, rng: random.Random) -> When:
         words = rng.choice([f"on {WEEKDAYS[target]}", WEEKDAYS[target]])
         return _day(words, anchor + timedelta(days=target - wd))
     if pick == "next_wd":
-        target = rng.randrange(7)
-        return _day(f"next {WEEKDAYS[target]}", _monday(anchor) + timedelta(days=7 + target))
+        target = rng.randrange(wd + 1)  # on or before the anchor's weekday (see the module doc)
+        return _day(f"next {WEEKDAYS[target]}", anchor + timedelta(days=next_gap(wd, target)))
     if pick == "in_days":
         n = rng.randrange(2, 11)
         words = rng.choice([f"in {_count(n, rng)} days", f"{_count(n, rng)} days from now"])
@@ -95,8 +112,6 @@ def future_day(anchor: date, rng: random.Random) -> When:
         return _day(words, anchor + timedelta(weeks=n))
     if pick == "this_weekend":
         return _day("this weekend", _monday(anchor) + timedelta(days=5))
-    if pick == "next_weekend":
-        return _day("next weekend", _monday(anchor) + timedelta(days=12))
     if pick == "ordinal":
         target = anchor + timedelta(days=rng.randrange(1, 26))
         if target.month != anchor.month and target.day >= anchor.day:
@@ -109,14 +124,15 @@ def future_day(anchor: date, rng: random.Random) -> When:
 def past_day(anchor: date, rng: random.Random) -> When:
     """A day before `anchor` (1 to ~100 days back)."""
     pick = rng.choice(["yesterday", "yesterday", "day_before", "last_wd", "days_ago",
-                       "weeks_ago", "month_day", "last_weekend"])
+                       "weeks_ago", "month_day"])
     if pick == "yesterday":
         return _day("yesterday", anchor - timedelta(days=1))
     if pick == "day_before":
         return _day("the day before yesterday", anchor - timedelta(days=2))
     if pick == "last_wd":
-        target = rng.randrange(7)
-        return _day(f"last {WEEKDAYS[target]}", _monday(anchor) - timedelta(days=7 - target))
+        target = rng.randrange(anchor.weekday(), 7)  # on or after the anchor's weekday
+        return _day(f"last {WEEKDAYS[target]}",
+                    anchor - timedelta(days=last_gap(anchor.weekday(), target)))
     if pick == "days_ago":
         n = rng.randrange(2, 10)
         return _day(f"{_count(n, rng)} days ago", anchor - timedelta(days=n))
@@ -124,8 +140,6 @@ def past_day(anchor: date, rng: random.Random) -> When:
         n = rng.randrange(1, 4)
         words = "a week ago" if n == 1 else f"{_count(n, rng)} weeks ago"
         return _day(words, anchor - timedelta(weeks=n))
-    if pick == "last_weekend":
-        return _day("last weekend", _monday(anchor) - timedelta(days=2))
     target = anchor - timedelta(days=rng.randrange(2, 101))
     return _day(_month_day(target, rng), target)
 

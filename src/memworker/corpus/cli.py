@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-tokens",
         action="store_true",
         help="skip counting tokens with the embedded tokenizer (faster; the "
-        "token limits (1,536 prompt, 2,048 full chat) are then not enforced)",
+        "token limits (1,536 prompt, 2,560 full chat) are then not enforced)",
     )
     p.add_argument(
         "--teacher",

@@ -792,7 +792,7 @@ GENERAL: tuple[Domain, ...] = (
                          "enable captions on the work laptop|enabled captions on the work laptop",
                          "learn some sign language|learned some sign language"),
         prefs=_prefs("video meetings|ones without captions", "email|urgent things",
-                     "phone calls|with people I don't know"),
+                     "phone calls|calls from unknown numbers"),
         decisions=(Decision("a screen reader", "screen_readers"),
                    Decision("a captioning app", "caption_apps")),
         multis=(Multi("the user's desk adjustment", "object", "equipment", "desk_kit",

@@ -15,8 +15,9 @@ from pathlib import Path
 from memworker.prompts import to_chatml
 from memworker.registry import DEFAULT_BASE, BaseUnavailable, embedded_gguf_path, get
 
-#: a row's full chat (system + user + assistant) may not exceed this
-MAX_TOKENS = 2048
+#: a row's full chat (system + user + assistant) may not exceed this: corpus v2 extract windows are
+#: conversations whose prompts stay under MAX_PROMPT_TOKENS, and a window's answer can hold 7-8 claims
+MAX_TOKENS = 2560
 #: a row's prompt (system + user + the assistant header) may not exceed this (issue 11: 1,536)
 MAX_PROMPT_TOKENS = 1536
 

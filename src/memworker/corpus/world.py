@@ -48,6 +48,15 @@ def sentence(template: str, **fields: str) -> str:
     return text
 
 
+def lower_start(text: str) -> str:
+    """`text` with its first letter lower-cased when it starts with a common word ("My sister"
+    -> "my sister"), never a name or "I"."""
+    first = text.split(" ", 1)[0]
+    if first.lower() in _CAP_WORDS and first[:1].isupper():
+        return text[0].lower() + text[1:]
+    return text
+
+
 def third_person(text: str) -> str:
     """An activity as the store states it: "renew my passport" -> "renew their passport"."""
     return re.sub(r"\b(?:my|our)\b", "their", text)
@@ -150,6 +159,7 @@ class Ctx:
     used_values: set[str] = field(default_factory=set)
     used_keys: set[tuple[str, str]] = field(default_factory=set)  # (subject, predicate)
     used_people: set[str] = field(default_factory=set)
+    reserved: set[str] = field(default_factory=set)  # people no other unit may talk about
     counter: int = 0
 
     @property
@@ -176,7 +186,7 @@ class Ctx:
             return USER
         kind = attr.subject
         cands = [p for p in self.family.cast if p.kind == kind and p.name not in exclude
-                 and (p.canon, attr.pred) not in self.used_keys]
+                 and p.name not in self.reserved and (p.canon, attr.pred) not in self.used_keys]
         fresh = [p for p in cands if p.name not in self.used_people]
         pool = fresh or cands
         if not pool:
@@ -246,7 +256,7 @@ def typo(text: str, rng: random.Random, protect: tuple[str, ...]) -> str:
 
 def session_start(day: date, rng: random.Random) -> datetime:
     """Local wall time a session starts (7:00-19:59; sessions never cross midnight)."""
-    hour = rng.randrange(7, 19)
+    hour = rng.randrange(7, 20)
     return datetime(day.year, day.month, day.day, hour, rng.randrange(60), rng.randrange(60))
 
 
