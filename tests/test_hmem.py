@@ -75,7 +75,7 @@ def test_extract_candidates():
         "quotes": ["I moved to Lisbon last month."], "confidence": 0.9, "is_correction": True,
         "time_expression": "last month"}
     assert dentist["category"] == "episodic" and dentist["importance"] == 6
-    assert dentist["event_date"] == "2025-10-17T15:00:00+00:00"
+    assert dentist["event_date"] == "2025-10-10T15:00:00+00:00"
     assert dentist["source_ids"] == ["m2", 3] and dentist["supersedes"] == []
     assert worker.last is not None and worker.last.task == "extract"
 

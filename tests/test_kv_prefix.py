@@ -182,8 +182,8 @@ def test_cache_reuses_only_what_a_changed_prefix_still_shares(backends):
     texts(cached, extract[:2])          # learns system + extract instructions
     assert len(cache.entries) == 1
     key = cache.entries[0].key
-    changed_late = _edit(extract[2].messages, "user", "An empty list is a good answer.",
-                         "An empty list is a fine answer.")
+    changed_late = _edit(extract[2].messages, "user", '- Nothing durable: {"claims": []} is fine.',
+                         '- Nothing durable: {"claims": []} is good.')
     changed_system = _edit(extract[2].messages, "system", "You are mem-worker",
                            "You are the memory worker")
     for messages in (changed_late, changed_system):
@@ -199,7 +199,7 @@ def test_cache_reuses_only_what_a_changed_prefix_still_shares(backends):
         assert shared < len(key)        # the edit is inside the stored prefix
         if messages is changed_late:    # system + most instructions still shared: reused
             assert cache.stats.hits == hits + 1
-            assert cache.stats.restored_tokens - restored == shared - live > 150
+            assert cache.stats.restored_tokens - restored == shared - live > 100
         else:                           # only the first few tokens shared: nothing restored
             assert shared < 10
             assert (cache.stats.hits, cache.stats.restored_tokens) == (hits, restored)

@@ -427,3 +427,16 @@ ANCHORED_CASES = [  # said on Monday 2025-11-10
 def test_finder_with_anchor_declines_only_wrong_side_readings(text, plain, anchored) -> None:
     assert find_expressions(text) == plain
     assert find_expressions(text, "2025-11-10T20:30:00+01:00") == anchored
+
+
+def test_a_past_plan_verb_and_a_previous_sentence_do_not_decline_an_expression():
+    from memworker import temporal
+
+    # "planned" is past tense, not a future marker; "at last." ends the sentence before "In 3 weeks"
+    said = "2026-09-14T12:15:29+02:00"
+    assert temporal.find_expressions("Finally planned the surprise party in April!", said) \
+        == ["in April"]
+    assert temporal.find_expressions(
+        "So I open-sourced the parser, at last. In 3 weeks I'll set up backups.", said) \
+        == ["In 3 weeks"]
+    assert temporal.find_expressions("It was the last time in 3 weeks that I ran.", said) == []

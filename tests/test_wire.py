@@ -10,7 +10,7 @@ CANONICAL_CLAIM = {
     "source_indices": [0], "quotes": ["My sister Ana visits next Friday."],
     "subject": {"name": "Ana (the user's sister)", "type": "person"}, "predicate": "visits_user",
     "value": "next Friday", "statement": "Ana, the user's sister, plans to visit next Friday.",
-    "kind": "plan", "time_expression": "next Friday", "date": "2025-10-17", "date_precision": "day",
+    "kind": "plan", "time_expression": "next Friday", "date": "2025-10-10", "date_precision": "day",
     "is_correction": False, "supersedes": [], "confidence": 0.9,
 }
 
@@ -25,7 +25,8 @@ def test_extract_round_trip_recomputes_the_date_from_the_event_timestamp():
     assert "date" not in claim
     back = wire.from_wire("extract", w, episode())
     validate("extract_output", back)
-    assert back == canonical  # 2025-10-08 is a Wednesday: next week's Friday is 2025-10-17
+    # 2025-10-08 is a Wednesday: "next Friday" is the first Friday after it, 2025-10-10
+    assert back == canonical
 
 
 def test_dump_answer_uses_schema_key_order_and_default_separators():

@@ -498,7 +498,7 @@ def _boundary_ok(text: str, start: int, end: int) -> bool:
 # "in N <unit>" after one of these (within three words) measures a span, not a date
 _SPAN_BEFORE = re.compile(
     r"(?:\b(?:first|last|only|once|twice|time|times|ever|never|not|no|since|best|worst|"
-    r"longest)|n't)(?:\W+\w+){0,3}\W*$", re.I)
+    r"longest)|n't)(?:[^\w.!?;]+\w+){0,3}[^\w.!?;]*$", re.I)  # within the sentence
 # forward-only forms in a clause that reads as past are declined
 _CLAUSE_END = re.compile(r"[.!?;,\n]|\s(?:and|but|then|so)\s", re.I)
 _IRREGULAR_PAST = (
@@ -522,7 +522,7 @@ _PAST = re.compile(
     + r"(?!(?:" + "|".join(_NOT_PAST_ED) + r")\b)[a-z]{2,}ed|"
     + "|".join(p.replace("'", "['\u2019]") for p in _IRREGULAR_PAST) + r")(?![\w'])")
 _FUTURE = re.compile(
-    r"\b(?:will|shall|gonna|going\s+to|plan\w*|want\w*|hope\w*|intend\w*|need\s+to|"
+    r"\b(?:will|shall|gonna|going\s+to|plan(?:s|ning)?|want(?:s|ing)?|hop(?:e|es|ing)|intend(?:s|ing)?|need\s+to|"
     r"have\s+to|has\s+to|should|could|would|might|may|can|must|let['\u2019]s|"
     r"(?:am|is|are)\s+\w+ing)\b|['\u2019](?:ll|m\s+\w+ing|re\s+\w+ing)\b", re.I)
 _TARGET_BEFORE = re.compile(r"\b(?:for|by|until|till|before)\s+$", re.I)

