@@ -38,7 +38,7 @@ def test_stage_chain_and_defaults():
         assert (cfg.max_length, cfg.seed, cfg.answer_logits_only) == (4096, 13, True)
         assert cfg.base == "smollm2-135m"
         assert tconfig.load_stage(cfg.name, "gpu").base == "qwen3-4b"
-        assert tconfig.load_stage(cfg.name, "cpu").max_length <= 1024
+        assert tconfig.load_stage(cfg.name, "cpu").max_length <= 2048
 
 
 def test_every_field_has_help():

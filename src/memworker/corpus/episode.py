@@ -464,16 +464,7 @@ def claims_cap(inputs: dict[str, Any]) -> int:
     answer for this window: long windows get fewer."""
     from memworker.inference import schema
 
-    # the schema is built once per limit stage; the window's spans and time expressions are the
-    # same in every stage, so they are computed once here (exactly what build_schema would get)
-    spans = schema.citable_spans(inputs["events"])
-    exprs = schema.time_expressions(inputs["events"])
-    saved = schema.citable_spans, schema.time_expressions
-    schema.citable_spans, schema.time_expressions = (lambda _: spans), (lambda _: exprs)
-    try:
-        return schema.build_schema("extract", inputs)["properties"]["claims"]["maxItems"]
-    finally:
-        schema.citable_spans, schema.time_expressions = saved
+    return schema.build_schema("extract", inputs)["properties"]["claims"]["maxItems"]
 
 
 def make_episode(family: Family, episode_id: str, seed: int, slot: int = 0

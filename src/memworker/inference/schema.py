@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from memworker import temporal
@@ -171,12 +172,18 @@ def _string(lo: int, hi: int) -> dict[str, Any]:
     return {"type": "string", "minLength": lo, "maxLength": hi}
 
 
-def _extract(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
+def _extract_choices(inputs: dict[str, Any]) -> tuple[dict[int, list[str]], list[str]]:
+    """(citable spans per event, time expressions) of a window: the same for every limit stage."""
+    return citable_spans(inputs["events"]), time_expressions(inputs["events"])
+
+
+def _extract(inputs: dict[str, Any], lim: Limits,
+             choices: tuple[dict[int, list[str]], list[str]] | None = None) -> dict[str, Any]:
     schema = load_schema("extract_wire")
     claims = schema["properties"]["claims"]
     claim = claims["items"]
     props = claim["properties"]
-    spans = citable_spans(inputs["events"])
+    spans, exprs = choices if choices is not None else _extract_choices(inputs)
     if spans:
         branches = [
             {"type": "object", "additionalProperties": False, "required": ["event", "quote"],
@@ -192,7 +199,6 @@ def _extract(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
     props["subject"]["properties"]["name"] = _string(1, lim.name)
     props["value"] = {"type": ["string", "null"], "maxLength": lim.value}
     props["statement"] = _string(1, lim.statement)
-    exprs = time_expressions(inputs["events"])
     props["time_expression"] = {"enum": [*exprs, None]}
     fact_ids = [f["id"] for f in inputs["existing_facts"]]
     if fact_ids:
@@ -250,6 +256,8 @@ def build_schema(task: str, inputs: dict[str, Any], *, budget_tokens: int | None
         budget_tokens = DEFAULT_BUDGET[task]
     if budget_tokens is None:
         return build(inputs, CONTRACT_LIMITS)
+    if task == "extract":  # spans and expressions are found once, not once per stage
+        build = partial(_extract, choices=_extract_choices(inputs))
     schema = None
     for stage in LIMIT_STAGES:
         schema = build(inputs, stage)
