@@ -551,7 +551,7 @@ def _block(pairs: list[list[float]], clusters: list[str], resamples: int, seed: 
 def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
               config: dict[str, Any], resamples: int = stats.DEFAULT_RESAMPLES,
               seed: int = 0) -> dict[str, Any]:
-    from memworker.eval.summary import comparison_pairs
+    from memworker.eval.summary import comparison_pairs, paired_metric
 
     by_id = {r["id"]: r for r in rows}
     graded: dict[str, dict[str, dict[str, Any]]] = {a: {} for a in arms}
@@ -591,21 +591,8 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
             ids = [i for i in common if by_id[i]["task"] == task]
             block = {}
             for m in sorted({m for i in ids for m in graded[a][i]["metrics"]}):
-                have = [i for i in ids if m in graded[a][i]["metrics"]
-                        and m in graded[b][i]["metrics"]]
-                pa = [graded[a][i]["metrics"][m] for i in have]
-                pb = [graded[b][i]["metrics"][m] for i in have]
-                ra, rb = stats.ratio(pa), stats.ratio(pb)
-                clusters = [by_id[i]["episode"] for i in have]
-                item = {"a": ra, "b": rb, "n_rows": len(have),
-                        "n_episodes": len(set(clusters)),
-                        "diff": None if ra is None or rb is None else ra - rb,
-                        "ci": stats.paired_bootstrap(pa, pb, clusters, resamples=resamples,
-                                                     seed=seed)}
-                if m in BINARY and have:
-                    item["mcnemar"] = stats.mcnemar_exact([int(p[0]) for p in pa],
-                                                          [int(p[0]) for p in pb])
-                block[m] = item
+                block[m] = paired_metric(graded[a], graded[b], ids, m, by_id,
+                                         binary=m in BINARY, resamples=resamples, seed=seed)
             if block:
                 entry["tasks"][task] = block
         comparisons.append(entry)

@@ -51,6 +51,25 @@ def _fmt_ci(ci: list[float] | None) -> str:
     return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def paired_metric(a: dict[str, Any], b: dict[str, Any], ids: list[str], metric: str,
+                  by_id: dict[str, Any], *, binary: bool, resamples: int, seed: int
+                  ) -> dict[str, Any]:
+    """Arm a vs arm b on one metric over the rows `ids` both graded (per-row graded results keyed
+    by row id): ratios, their difference, the paired bootstrap interval over episodes, and for a
+    binary metric the exact McNemar test."""
+    have = [i for i in ids if metric in a[i]["metrics"] and metric in b[i]["metrics"]]
+    pa = [a[i]["metrics"][metric] for i in have]
+    pb = [b[i]["metrics"][metric] for i in have]
+    ra, rb = stats.ratio(pa), stats.ratio(pb)
+    clusters = [by_id[i]["episode"] for i in have]
+    item = {"a": ra, "b": rb, "n_rows": len(have), "n_episodes": len(set(clusters)),
+            "diff": None if ra is None or rb is None else ra - rb,
+            "ci": stats.paired_bootstrap(pa, pb, clusters, resamples=resamples, seed=seed)}
+    if binary and have:
+        item["mcnemar"] = stats.mcnemar_exact([int(p[0]) for p in pa], [int(p[0]) for p in pb])
+    return item
+
+
 def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
               config: dict[str, Any], speed: dict[str, Any] | None = None,
               resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0,
@@ -112,21 +131,9 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
                      sorted({m for i in ids for m in graded[a][i]["metrics"]}))
             block = {}
             for m in names:
-                have = [i for i in ids if m in graded[a][i]["metrics"]
-                        and m in graded[b][i]["metrics"]]
-                pa = [graded[a][i]["metrics"][m] for i in have]
-                pb = [graded[b][i]["metrics"][m] for i in have]
-                ra, rb = stats.ratio(pa), stats.ratio(pb)
-                clusters = [by_id[i]["episode"] for i in have]
-                item = {"a": ra, "b": rb, "n_rows": len(have),
-                        "n_episodes": len(set(clusters)),
-                        "diff": None if ra is None or rb is None else ra - rb,
-                        "ci": stats.paired_bootstrap(pa, pb, clusters, resamples=resamples,
-                                                     seed=seed)}
-                if m in BINARY_METRICS and have:
-                    item["mcnemar"] = stats.mcnemar_exact([int(p[0]) for p in pa],
-                                                          [int(p[0]) for p in pb])
-                block[m] = item
+                block[m] = paired_metric(graded[a], graded[b], ids, m, by_id,
+                                         binary=m in BINARY_METRICS, resamples=resamples,
+                                         seed=seed)
             entry["tasks"][task] = block
         comparisons.append(entry)
     z = {}
