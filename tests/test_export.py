@@ -308,6 +308,9 @@ def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path)
     assert verify_release(out, None, load=False) == []
     merge_into_receipt(receipts / "release-receipt.json", "natural", {"n": 9}, out)
     assert set(_receipt(out)["evaluation"]) == {"heldout", "natural"}
+    merge_into_receipt(out / "release-receipt.json", "natural", {"n": 7}, out)  # no copy
+    assert _receipt(out)["evaluation"]["natural"] == {"n": 7}
+    assert verify_release(out, None, load=False) == []
     stale = tmp_path / "stale.json"
     stale.write_text((receipts / "release-receipt.json").read_text().replace('"n": 9', '"n": 8'))
     with pytest.raises(ValueError, match="not the same file"):
@@ -315,21 +318,50 @@ def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path)
 
 
 @pytest.mark.slow
-def test_the_main_job_ends_with_the_export(tiny, tmp_path, monkeypatch, capsys):
+def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, monkeypatch,
+                                                               capsys):
+    """The export, then the held-out evaluation of base and student GGUFs (llama.cpp) and rules
+    on the first rows, merged into the release receipt and its receipts/ copy, then the table;
+    a rerun runs no row again; --no-eval and --no-export skip it."""
     work = shutil.copytree(tiny["work"], tmp_path / "w", ignore=shutil.ignore_patterns(
         "release", "Modelfile", "SHA256SUMS", "release-receipt.json"))
     monkeypatch.chdir(work)
     monkeypatch.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
     args = [a for a in FAST if a != "--no-export"]
-    assert tcli.main(["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir",
-                      "receipts", "--no-build-corpus", *args]) == 0
-    out = capsys.readouterr().out
+    main = ["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir", "receipts",
+            "--no-build-corpus"]
+    assert tcli.main([*main, *args, "--eval-rows", "2"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
     assert "export: release/memworker-local-base-general-a-q8_0.gguf (" in out
     assert "export: release/base-q8_0.gguf (" in out
-    assert verify_release("release", "receipts", load=False, allow_unevaluated=True) == []
-    assert tcli.main(["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir",
-                      "receipts", "--no-build-corpus", *FAST]) == 0
-    assert "export:" not in capsys.readouterr().out  # --no-export
+    total = len(Path("data/corpus/heldout.jsonl").read_text().splitlines())
+    assert f"evaluation of 2 of the {total} held-out rows (--limit 2; not the full evaluation)" \
+        in out
+    assert "stage receipts: runs/coding/receipt.json, runs/general-a/receipt.json" in out
+    assert "eval report: runs/eval/heldout/report.md" in out
+    summary = json.loads(Path("runs/eval/heldout/summary.json").read_text())
+    assert summary["arms"] == ["base", "student", "rules"] and summary["rows"] == 2
+    assert summary["config"]["sampler"]["max_tokens_cap"] == 512
+    assert summary["config"]["gguf"]["student"]["path"] == \
+        "release/memworker-local-base-general-a-q8_0.gguf"
+    assert _receipt(Path("release"))["evaluation"]["heldout"] == summary
+    assert Path("receipts/release-receipt.json").read_bytes() == \
+        Path("release/release-receipt.json").read_bytes()
+    problems = verify_release("release", "receipts", load=False)
+    assert all("release gate" in p for p in problems)  # the files verify; the gate judges
+    assert ecli.verify_main(["release", "--no-load"]) == (1 if problems else 0)
+    shown = capsys.readouterr()
+    assert f"heldout: evaluated on 2 of the {total} held-out rows (--limit 2; not the full " \
+        "evaluation), gated like a full one" in (shown.err if problems else shown.out)
+    assert tcli.main([*main, *args, "--eval-rows", "2"]) == 0  # a rerun: nothing runs again
+    err = capsys.readouterr().err
+    assert "arm base: 0 rows run, 2 already done" in err
+    assert "arm student: 0 rows run, 2 already done" in err
+    assert tcli.main([*main, *args, "--no-eval"]) == 0
+    assert "evaluation of" not in capsys.readouterr().out
+    assert tcli.main([*main, *FAST]) == 0
+    assert "export:" not in (out := capsys.readouterr().out) and "evaluation of" not in out
 
 
 @pytest.mark.slow

@@ -94,6 +94,7 @@ def _main(args: argparse.Namespace) -> int:
     corpus = Path(args.corpus or (runner.DEFAULT_NATURAL if args.set == "natural"
                                   else "data/corpus"))
     rows = runner.load_eval_rows(corpus, args.set)
+    rows_in_set = len(rows)
     if args.limit is not None:
         rows = rows[: args.limit]
     out = Path(args.out)
@@ -101,6 +102,7 @@ def _main(args: argparse.Namespace) -> int:
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
+              "rows_in_set": rows_in_set,
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}

@@ -263,6 +263,58 @@ def report_markdown(summary: dict[str, Any]) -> str:
 
 # --- plots --------------------------------------------------------------------------------------
 
+def coverage_line(summary: dict[str, Any]) -> str:
+    """How many rows of the set an evaluation ran: "16 of the 64 held-out rows (--limit 16; not
+    the full evaluation)", or "all 64 held-out rows"; a summary from before `rows_in_set` was
+    recorded says only its n."""
+    cfg = summary.get("config") or {}
+    rows, total, limit = summary.get("rows"), cfg.get("rows_in_set"), cfg.get("limit")
+    name = {"heldout": "held-out"}.get(cfg.get("set"), cfg.get("set") or "?")
+    if total is not None and rows == total:
+        return f"all {total} {name} rows"
+    if total is not None:
+        return f"{rows} of the {total} {name} rows (--limit {limit}; not the full evaluation)"
+    return f"{rows} {name} rows" + (f" (--limit {limit}; not the full evaluation)"
+                                   if limit is not None else "")
+
+
+def _cell(entry: dict[str, Any] | None) -> str:
+    if not entry or entry.get("value") is None:
+        return "–"
+    return f"{entry['value']:.3f} n={entry['n_rows']} {_fmt_ci(entry['ci'])}"
+
+
+def table_lines(summary: dict[str, Any]) -> list[str]:
+    """A compact text table of `summary.json`: a header naming the rows evaluated, then one
+    line per task with its primary metric for every arm (value, n rows, 95 % interval; base,
+    student, rules first) and the paired student - base difference with its interval when the
+    summary compares them."""
+    arms = sorted(summary["arms"], key=lambda a: ({"base": 0, "student": 1, "rules": 2}.get(a, 3),
+                                                  summary["arms"].index(a)))
+    pair = next((c for c in summary.get("comparisons") or []
+                 if c.get("a") == "student" and c.get("b") == "base"), None)
+    cfg = summary.get("config") or {}
+    cap = (cfg.get("sampler") or {}).get("max_tokens_cap")
+    head = [f"{'task':<12}{'metric':<20}"] + [f"{a:<28}" for a in arms]
+    if pair is not None:
+        head.append("student - base")
+    lines = [f"evaluation of {coverage_line(summary)}"
+             + (f", max tokens {cap} for every arm" if cap else "")
+             + "; value n=rows [95 % interval]:", "".join(head).rstrip()]
+    for task in TASKS:
+        metric = PRIMARY[task]
+        cells = [f"{task:<12}{metric:<20}"]
+        for arm in arms:
+            block = summary["metrics"].get(arm, {}).get(task, {}).get("metrics", {})
+            cells.append(f"{_cell(block.get(metric)):<28}")
+        if pair is not None:
+            diff = ((pair.get("tasks") or {}).get(task) or {}).get(metric) or {}
+            cells.append("–" if diff.get("diff") is None else
+                         f"{diff['diff']:+.3f} {_fmt_ci(diff.get('ci'))}")
+        lines.append("".join(cells).rstrip())
+    return lines
+
+
 def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
     """`tasks.png` (primary metric per task, bars per arm with 95 % intervals) and
     `temporal.png` (temporal error classes per arm, before and after the codec)."""
@@ -357,7 +409,9 @@ def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
             raise ValueError(f"{p} is a release receipt but {copy} is not the same file: pass "
                              "the release folder it belongs to with --release DIR")
         try:
-            record_evaluation(release, section, receipts_dir=p.parent,
+            # the release's own receipt has no copy elsewhere to refresh
+            copies = None if p.resolve().parent == release.resolve() else p.parent
+            record_evaluation(release, section, receipts_dir=copies,
                               publish_dir=default_publish_dir(release))
         except ExportError as exc:
             raise ValueError(str(exc)) from None

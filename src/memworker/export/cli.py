@@ -140,6 +140,11 @@ def verify_main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     problems = verify_release(args.folder, args.receipts_dir or None, load=not args.no_load,
                               threads=args.threads, allow_unevaluated=args.allow_unevaluated)
+    gate_line = _gate_line(Path(args.folder))
+    if gate_line and not problems:
+        print(gate_line)
+    elif gate_line and any("release gate" in p for p in problems):
+        print(gate_line, file=sys.stderr)
     if problems:
         print(f"verify: FAILED: {problems[0]}", file=sys.stderr)
         for extra in problems[1:]:
@@ -147,3 +152,22 @@ def verify_main(argv: list[str] | None = None) -> int:
         return 1
     print(f"verify: {args.folder} OK ({time.perf_counter() - started:.1f} s)")
     return 0
+
+
+def _gate_line(folder: Path) -> str | None:
+    """`verify: release gate <verdict> on <set>: evaluated on N of the M rows …` for a release
+    whose receipt holds an evaluation (the rows it ran, since a limited evaluation is gated like a
+    full one); None when the receipt is unreadable or holds no evaluation."""
+    import json
+
+    from memworker.export import gate
+    from memworker.export.release import RECEIPT_NAME
+
+    try:
+        receipt = json.loads((folder / RECEIPT_NAME).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    sets = gate.coverage(receipt) if isinstance(receipt, dict) else []
+    if not sets:
+        return None
+    return f"verify: release gate {gate.evaluate(receipt)['verdict']}; " + "; ".join(sets)

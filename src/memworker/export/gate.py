@@ -158,6 +158,25 @@ def describe(check: dict[str, Any]) -> str:
             f"{check['metric']} \"REASON\"")
 
 
+def coverage(receipt: dict[str, Any]) -> list[str]:
+    """Per evaluated set, how many of its rows the gated evaluation ran ("heldout: evaluated on
+    16 of the 64 held-out rows (--limit 16; not the full evaluation)"). The gate reads a limited
+    evaluation exactly like a full one, so whoever reads its verdict must see n."""
+    from memworker.eval.summary import coverage_line
+
+    evaluation = receipt.get("evaluation")
+    if not isinstance(evaluation, dict):
+        return []
+    out = []
+    for set_name, summary in sorted(evaluation.items()):
+        if isinstance(summary, dict) and isinstance(summary.get("rows"), int):
+            line = f"{set_name}: evaluated on {coverage_line(summary)}"
+            if "not the full evaluation" in line:
+                line += ", gated like a full one"
+            out.append(line)
+    return out
+
+
 def problems(receipt: dict[str, Any], *, allow_unevaluated: bool = False) -> list[str]:
     """What verification reports for the gate (empty when it passes)."""
     record = evaluate(receipt)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import shlex
 import sys
@@ -17,6 +18,8 @@ from memworker.train import data as tdata
 from memworker.train.lineage import RECEIPT, LineageError, MissingParent
 
 EXPECTED = (tconfig.ConfigError, tdata.DataError, LineageError, registry.BaseUnavailable)
+EVAL_SET = "heldout"
+EVAL_MAX_TOKENS = 512  # the same cap for every arm (the base otherwise writes thousands of tokens)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,13 +53,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "and the student become Q8_0 GGUFs in --release-dir: export/run.py)")
     parser.add_argument("--release-dir", default="release",
                         help="release folder the finished stage is exported to (replaced)")
+    parser.add_argument("--eval-rows", type=int, default=16, metavar="N",
+                        help="after the export, evaluate base, student and rules on the first N "
+                        "rows of the stage corpus's held-out set (heldout.jsonl interleaves "
+                        "extract, extract, consolidate, reflect: 16 rows are 8/4/4) into "
+                        "<runs-dir>/eval/heldout and the release receipt, then print the table; "
+                        "0 = every held-out row (default 16)")
+    parser.add_argument("--no-eval", action="store_true",
+                        help="do not evaluate the exported release (--no-export implies it)")
     tconfig.add_field_flags(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.eval_rows < 0:
+        parser.error("--eval-rows must be 0 (every held-out row) or more")
     args.argv = argv
     overrides = tconfig.flag_overrides(args)
     from transformers import set_seed
@@ -72,7 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     finish_distributed()
     if receipt:
         _summary(receipt, run_dir, args)
-    return export_release(receipt, run_dir, args)
+    code = export_release(receipt, run_dir, args)
+    if code != 0 or args.no_eval or not _exports(receipt, args):
+        return code
+    return evaluate_release(receipt, args)
+
+
+def _exports(receipt: dict[str, Any], args) -> bool:
+    """Whether this process exports (and then evaluates) the release: rank 0 of a torch run."""
+    return (not args.no_export and bool(receipt.get("stage"))
+            and int(os.environ.get("RANK", "0")) == 0 and receipt.get("backend") != "mlx")
 
 
 def export_release(receipt: dict[str, Any], run_dir: Path | None, args) -> int:
@@ -87,6 +110,114 @@ def export_release(receipt: dict[str, Any], run_dir: Path | None, args) -> int:
 
     return export_main(["--run", str(run_dir), "--out", args.release_dir, "--with-base",
                         "--force", "--receipts-dir", args.receipts_dir])
+
+
+def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str, Path]]:
+    """The evaluator's arguments for the release just exported: base, student and rules on the
+    first `--eval-rows` held-out rows of the corpus the stage trained on, every arm capped at
+    EVAL_MAX_TOKENS, merged into the release receipt (through the receipts copy when there is
+    one, so both stay the same file). Returns (argv, output folder, model arms' GGUFs)."""
+    from memworker.export.release import BASE_GGUF, RECEIPT_NAME
+
+    release = Path(args.release_dir)
+    student = json.loads((release / RECEIPT_NAME).read_text("utf-8"))["student"]["gguf"]
+    ggufs = {"base": release / BASE_GGUF, "student": release / student}
+    out = Path(args.runs_dir) / "eval" / EVAL_SET
+    into = Path(args.receipts_dir) / RECEIPT_NAME if args.receipts_dir else release / RECEIPT_NAME
+    argv = [*(x for name, path in ggufs.items() for x in ("--arm", f"{name}={path}")),
+            "--arm", "rules", "--set", EVAL_SET, "--corpus", str(receipt["config"]["corpus"]),
+            "--out", str(out), "--max-tokens", str(EVAL_MAX_TOKENS),
+            "--into-receipt", str(into), "--release", str(release)]
+    if args.eval_rows:
+        argv += ["--limit", str(args.eval_rows)]
+    return argv, out, ggufs
+
+
+def retire_stale_eval(out: Path, ggufs: dict[str, Path], corpus: Path) -> Path | None:
+    """An evaluation folder resumes from its samples; samples of other GGUFs, another corpus,
+    other prompts or another token cap would be reused wrongly, so such a folder is moved aside
+    (returns where to), never deleted."""
+    from memworker.hashing import sha256_file
+    from memworker.prompts import template_hashes
+
+    cfg_path = out / "config.json"
+    if not out.exists():
+        return None
+    try:
+        old = json.loads(cfg_path.read_text("utf-8"))
+    except (OSError, ValueError):
+        old = {}
+    same = (old.get("set") == EVAL_SET
+            and {a: ((old.get("gguf") or {}).get(a) or {}).get("sha256") for a in ggufs}
+            == {a: sha256_file(p) for a, p in ggufs.items()}
+            and (old.get("corpus") or {}).get("manifest_sha256")
+            == sha256_file(corpus / "manifest.json")
+            and (old.get("sampler") or {}).get("max_tokens_cap") == EVAL_MAX_TOKENS
+            and old.get("prompt_sha256") == template_hashes())
+    if same:
+        return None
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    aside = out.with_name(f"{out.name}.stale-{stamp}")
+    out.rename(aside)
+    print(f"train: {out} holds samples of other GGUFs, corpus, prompts or token cap; moved to "
+          f"{aside}, evaluating afresh")
+    return aside
+
+
+def _fuller_evaluation(release: Path, ggufs: dict[str, Path], rows: int) -> int | None:
+    """Rows of a held-out evaluation of these same GGUFs already in the release receipt when it
+    ran more rows than `rows` (0 = all): a limited evaluation must not replace it."""
+    from memworker.export.release import RECEIPT_NAME
+    from memworker.hashing import sha256_file
+
+    doc = json.loads((release / RECEIPT_NAME).read_text("utf-8"))
+    old = (doc.get("evaluation") or {}).get(EVAL_SET)
+    if not isinstance(old, dict) or not rows:
+        return None
+    gguf = (old.get("config") or {}).get("gguf") or {}
+    if any((gguf.get(a) or {}).get("sha256") != sha256_file(p) for a, p in ggufs.items()):
+        return None
+    return old["rows"] if isinstance(old.get("rows"), int) and old["rows"] > rows else None
+
+
+def evaluate_release(receipt: dict[str, Any], args) -> int:
+    """The main job's last step: the matched held-out evaluation of the release (in process,
+    `eval/run.py`), then the table and where everything is."""
+    from memworker.eval.cli import main as eval_main
+    from memworker.eval.summary import table_lines
+    from memworker.export.release import RECEIPT_NAME
+
+    argv, out, ggufs = eval_plan(receipt, args)
+    retire_stale_eval(out, ggufs, Path(receipt["config"]["corpus"]))
+    release = Path(args.release_dir)
+    kept = _fuller_evaluation(release, ggufs, args.eval_rows)
+    if kept is not None:
+        at = argv.index("--into-receipt")
+        del argv[at:at + 4]  # --into-receipt FILE --release DIR
+        print(f"train: {release / RECEIPT_NAME} already holds a {EVAL_SET} evaluation of these "
+              f"GGUFs on {kept} rows: kept (this {args.eval_rows}-row evaluation is not merged)")
+    print("train: evaluating the release: python eval/run.py " + shlex.join(argv))
+    code = eval_main(argv)
+    if code != 0:
+        return code
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    print()
+    for line in table_lines(summary):
+        print(line)
+    stages = [e["stage"] for e in json.loads(
+        (release / RECEIPT_NAME).read_text("utf-8")).get("lineage") or []]
+    runs = Path(args.runs_dir)
+    print(f"stage receipts: {', '.join(str(runs / s / RECEIPT) for s in stages)}"
+          + (f" (copies in {args.receipts_dir}/)" if args.receipts_dir else ""))
+    print(f"release: {release}/ (receipt {release / RECEIPT_NAME}"
+          + (f", copy {Path(args.receipts_dir) / RECEIPT_NAME}" if args.receipts_dir else "")
+          + f"); check it: python export/verify.py {release}"
+          + ("" if args.receipts_dir == "receipts" else
+             f" --receipts-dir {shlex.quote(args.receipts_dir)}"))
+    print(f"eval report: {out / 'report.md'} (summary.json, samples.jsonl beside it)")
+    return 0
 
 
 def _summary(receipt: dict[str, Any], run_dir: Path, args: argparse.Namespace) -> None:

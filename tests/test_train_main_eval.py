@@ -1,0 +1,159 @@
+"""The main job's last step (`python train/run.py --stage general --profile cpu`): the held-out
+evaluation of the release it exported and the table it prints. The table is a pure function of
+summary.json (checked on a trimmed real summary and on a fresh evaluator run with the rules arm
+under three names); the evaluator's arguments, the stale-folder rule and the flags are checked
+here; the whole step on a real tiny release (GGUF arms through llama.cpp, the receipt merge,
+--no-eval, --no-export, a rerun that runs nothing) is in tests/test_export.py (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memworker.eval.cli import main as eval_main
+from memworker.eval.summary import coverage_line, table_lines
+from memworker.hashing import sha256_file
+from memworker.prompts import template_hashes
+from memworker.train import cli as tcli
+
+FIXTURE = Path(__file__).parent / "fixtures" / "heldout-summary-trimmed.json"
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    from tests.fixtures.tiny import build_tiny_corpus
+
+    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def test_table_of_the_first_release_summary():
+    """Real figures of the first release (64 held-out rows): base, student, rules per task,
+    then student - base with its paired interval."""
+    summary = json.loads(FIXTURE.read_text())
+    lines = table_lines(summary)
+    assert lines[0] == ("evaluation of 64 held-out rows, max tokens 512 for every arm; "
+                        "value n=rows [95 % interval]:")
+    words = [" ".join(line.split()) for line in lines]
+    assert words[1] == "task metric base student rules student - base"
+    assert words[2] == ("extract extract_f1 0.000 n=32 [0.000, 0.000] 0.000 n=32 [0.000, 0.000] "
+                        "0.317 n=32 [0.186, 0.457] +0.000 [0.000, 0.000]")
+    assert words[4] == ("reflect reflect_correct 0.000 n=16 [0.000, 0.000] 0.250 n=16 "
+                        "[0.062, 0.438] 0.750 n=16 [0.562, 0.938] +0.250 [0.062, 0.500]")
+    assert lines[3].startswith("consolidate consolidate_correct 0.000 n=16")
+    assert len(lines) == 5
+
+
+def test_the_header_says_when_the_evaluation_is_limited():
+    summary = json.loads(FIXTURE.read_text())
+    summary["config"].update(limit=16, rows_in_set=64)
+    summary["rows"] = 16
+    assert table_lines(summary)[0].startswith(
+        "evaluation of 16 of the 64 held-out rows (--limit 16; not the full evaluation)")
+    summary["config"].update(limit=None)
+    summary["rows"] = 64
+    assert coverage_line(summary) == "all 64 held-out rows"
+
+
+def test_table_of_a_fresh_evaluation(tiny_corpus, tmp_path, capsys):
+    """eval/run.py for real (the rules arm as base, student and rules) on the first 4 of the
+    tiny corpus's held-out rows: the table shows the summary's own figures and its n."""
+    out = tmp_path / "eval"
+    assert eval_main(["--arm", "base=rules", "--arm", "student=rules", "--arm", "rules",
+                      "--set", "heldout", "--corpus", str(tiny_corpus), "--limit", "4",
+                      "--max-tokens", "512", "--out", str(out), "--no-plots",
+                      "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    total = len((tiny_corpus / "heldout.jsonl").read_text().splitlines())
+    assert summary["config"]["rows_in_set"] == total > 4 and summary["rows"] == 4
+    lines = table_lines(summary)
+    assert lines[0].startswith(f"evaluation of 4 of the {total} held-out rows (--limit 4; "
+                               "not the full evaluation), max tokens 512")
+    by_task = {line.split()[0]: line for line in lines[2:]}
+    for task, metric in (("extract", "extract_f1"), ("consolidate", "consolidate_correct"),
+                         ("reflect", "reflect_correct")):
+        entry = summary["metrics"]["rules"].get(task, {}).get("metrics", {}).get(metric)
+        if entry is None:
+            assert by_task[task].split()[2:] == ["–"] * 4
+            continue
+        cell = f"{entry['value']:.3f} n={entry['n_rows']} [{entry['ci'][0]:.3f}, " \
+               f"{entry['ci'][1]:.3f}]"
+        assert by_task[task].count(cell) == 3  # the same rules under three names
+        assert by_task[task].endswith("+0.000 [0.000, 0.000]")
+    assert "extract" in summary["metrics"]["rules"]
+
+
+def _args(tmp_path: Path, *extra: str):
+    args = tcli.build_parser().parse_args(
+        ["--stage", "general", "--runs-dir", str(tmp_path / "runs"), "--release-dir",
+         str(tmp_path / "release"), *extra])
+    return args
+
+
+def test_eval_plan_arguments(tmp_path):
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "release-receipt.json").write_text(json.dumps({"student": {"gguf": "s-q8_0.gguf"}}))
+    stage = {"stage": "general", "config": {"corpus": "data/corpus"}}
+    argv, out, ggufs = tcli.eval_plan(stage, _args(tmp_path, "--receipts-dir",
+                                                   str(tmp_path / "receipts")))
+    assert argv == ["--arm", f"base={release / 'base-q8_0.gguf'}",
+                    "--arm", f"student={release / 's-q8_0.gguf'}", "--arm", "rules",
+                    "--set", "heldout", "--corpus", "data/corpus", "--out", str(out),
+                    "--max-tokens", "512",
+                    "--into-receipt", str(tmp_path / "receipts" / "release-receipt.json"),
+                    "--release", str(release), "--limit", "16"]
+    assert out == tmp_path / "runs" / "eval" / "heldout"
+    assert ggufs == {"base": release / "base-q8_0.gguf", "student": release / "s-q8_0.gguf"}
+    argv, _, _ = tcli.eval_plan(stage, _args(tmp_path, "--receipts-dir", "", "--eval-rows", "0"))
+    assert "--limit" not in argv
+    assert argv[argv.index("--into-receipt") + 1] == str(release / "release-receipt.json")
+
+
+def test_flags(tmp_path, capsys):
+    assert _args(tmp_path).eval_rows == 16 and not _args(tmp_path).no_eval
+    assert _args(tmp_path, "--no-eval").no_eval
+    with pytest.raises(SystemExit):
+        tcli.main(["--stage", "general", "--eval-rows", "-1"])
+    assert "--eval-rows must be 0" in capsys.readouterr().err
+    receipt = {"stage": "general"}
+    assert tcli._exports(receipt, _args(tmp_path))
+    assert not tcli._exports(receipt, _args(tmp_path, "--no-export"))
+    assert not tcli._exports({**receipt, "backend": "mlx"}, _args(tmp_path))
+
+
+def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path, capsys):
+    ggufs = {"base": tmp_path / "b.gguf", "student": tmp_path / "s.gguf"}
+    for name, path in ggufs.items():
+        path.write_bytes(name.encode())
+    out = tmp_path / "eval" / "heldout"
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps({
+        "set": "heldout", "gguf": {a: {"sha256": sha256_file(p)} for a, p in ggufs.items()},
+        "corpus": {"manifest_sha256": sha256_file(tiny_corpus / "manifest.json")},
+        "sampler": {"max_tokens_cap": 512}, "prompt_sha256": template_hashes()}))
+    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # same: it resumes
+    assert (out / "config.json").is_file()
+    ggufs["student"].write_bytes(b"another student")
+    aside = tcli.retire_stale_eval(out, ggufs, tiny_corpus)
+    assert aside is not None and aside.name.startswith("heldout.stale-")
+    assert not out.exists() and (aside / "config.json").is_file()
+    assert "moved to" in capsys.readouterr().out
+    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # nothing there yet
+
+
+def test_a_fuller_evaluation_in_the_receipt_is_not_replaced(tmp_path):
+    """A release receipt that already holds a held-out evaluation of the same GGUFs on more rows
+    (the full evaluation) keeps it: the main job's limited one is not merged over it."""
+    ggufs = {"base": tmp_path / "b.gguf", "student": tmp_path / "s.gguf"}
+    for name, path in ggufs.items():
+        path.write_bytes(name.encode())
+    full = {"rows": 64, "config": {"gguf": {a: {"sha256": sha256_file(p)}
+                                            for a, p in ggufs.items()}}}
+    (tmp_path / "release-receipt.json").write_text(json.dumps({"evaluation": {"heldout": full}}))
+    assert tcli._fuller_evaluation(tmp_path, ggufs, 16) == 64
+    assert tcli._fuller_evaluation(tmp_path, ggufs, 0) is None      # all rows: merged
+    assert tcli._fuller_evaluation(tmp_path, ggufs, 64) is None
+    ggufs["student"].write_bytes(b"another student")
+    assert tcli._fuller_evaluation(tmp_path, ggufs, 16) is None     # another release
