@@ -6,7 +6,9 @@
 
 Checks: SHA256SUMS covers every file and matches; release-receipt.json matches the files and the
 committed stage receipts in receipts/; the Modelfile is the one the export writes; each GGUF loads
-in llama-cpp-python and answers one schema-constrained extraction request through the codec.
+in llama-cpp-python and answers one schema-constrained extraction request through the codec; the
+release gate on the receipt's evaluation, printed with the rows each set was evaluated on (a
+limited evaluation, e.g. the main job's 16 of 64 held-out rows, is gated like a full one).
 """
 
 from memworker.export.cli import verify_main

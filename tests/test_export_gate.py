@@ -159,6 +159,30 @@ def test_an_unevaluated_release_fails_unless_allowed(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_verify_shows_the_rows_a_limited_evaluation_ran(tmp_path, capsys):
+    """The gate reads a limited evaluation (the main job's first 16 held-out rows) like a full
+    one, and verify says so beside the verdict; a full one is named as such."""
+    out = make_release(tmp_path)
+    limited = {**summary([1] * 16, GOOD_SUPPORT), "rows": 16,
+               "config": {"set": "heldout", "limit": 16, "rows_in_set": 64}}
+    full = {**summary([1] * 16, GOOD_SUPPORT), "rows": 40,
+            "config": {"set": "natural", "limit": None, "rows_in_set": 40}}
+    record_evaluation(out, {"heldout": limited, "natural": full}, receipts_dir=None)
+    assert gate.coverage(receipt(out)) == [
+        "heldout: evaluated on 16 of the 64 held-out rows (--limit 16; not the full evaluation), "
+        "gated like a full one", "natural: evaluated on all 40 natural rows"]
+    assert ecli.verify_main([str(out), "--no-load", "--receipts-dir", ""]) == 0
+    assert "verify: release gate pass; heldout: evaluated on 16 of the 64 held-out rows " \
+        "(--limit 16; not the full evaluation), gated like a full one; natural: evaluated on " \
+        "all 40 natural rows" in capsys.readouterr().out
+    record_evaluation(out, {"heldout": {**summary(WORSE_REFLECT, GOOD_SUPPORT), "rows": 16,
+                                        "config": limited["config"]}}, receipts_dir=None)
+    assert ecli.verify_main([str(out), "--no-load", "--receipts-dir", ""]) == 1
+    err = capsys.readouterr().err
+    assert "verify: release gate fail; heldout: evaluated on 16 of the 64" in err
+    assert "verify: FAILED:" in err
+
+
 def test_an_evaluation_without_the_base_arm_says_which_arm_to_add(tmp_path):
     out = make_release(tmp_path)
     only_rules = summary([1] * 16, GOOD_SUPPORT)

@@ -1,7 +1,9 @@
 """Train the memory worker, one stage at a time: coding → general-a → general.
 
     # the whole chain on the embedded base within a ~30-minute CPU budget (missing corpora and
-    # parent stages are built/trained first; receipts land in runs/<stage>/ and receipts/)
+    # parent stages are built/trained first; receipts land in runs/<stage>/ and receipts/), then
+    # the export to release/ and the held-out evaluation of base, student and rules on the first
+    # 16 held-out rows (--eval-rows N, 0 = all; --no-eval), ending with its table
     python train/run.py --stage general --profile cpu
 
     # one stage with the stage file's full settings (NF4 QLoRA, max length 4096)
