@@ -336,10 +336,12 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     assert "export: release/memworker-local-base-general-a-q8_0.gguf (" in out
     assert "export: release/base-q8_0.gguf (" in out
     total = len(Path("data/corpus/heldout.jsonl").read_text().splitlines())
-    assert f"evaluation of 2 of the {total} held-out rows (--limit 2; not the full evaluation)" \
+    assert f"evaluation of the first 2 of the {total} held-out rows (not the full evaluation)" \
         in out
     assert "stage receipts: runs/coding/receipt.json, runs/general-a/receipt.json" in out
     assert "eval report: runs/eval/heldout/report.md" in out
+    verdict = _receipt(Path("release"))["gate"]["verdict"]
+    assert f"; release gate: {verdict}); check it: python export/verify.py release" in out
     summary = json.loads(Path("runs/eval/heldout/summary.json").read_text())
     assert summary["arms"] == ["base", "student", "rules"] and summary["rows"] == 2
     assert summary["config"]["sampler"]["max_tokens_cap"] == 512
@@ -352,7 +354,7 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     assert all("release gate" in p for p in problems)  # the files verify; the gate judges
     assert ecli.verify_main(["release", "--no-load"]) == (1 if problems else 0)
     shown = capsys.readouterr()
-    assert f"heldout: evaluated on 2 of the {total} held-out rows (--limit 2; not the full " \
+    assert f"heldout: evaluated on the first 2 of the {total} held-out rows (not the full " \
         "evaluation), gated like a full one" in (shown.err if problems else shown.out)
     assert tcli.main([*main, *args, "--eval-rows", "2"]) == 0  # a rerun: nothing runs again
     err = capsys.readouterr().err

@@ -169,17 +169,17 @@ def test_verify_shows_the_rows_a_limited_evaluation_ran(tmp_path, capsys):
             "config": {"set": "natural", "limit": None, "rows_in_set": 40}}
     record_evaluation(out, {"heldout": limited, "natural": full}, receipts_dir=None)
     assert gate.coverage(receipt(out)) == [
-        "heldout: evaluated on 16 of the 64 held-out rows (--limit 16; not the full evaluation), "
+        "heldout: evaluated on the first 16 of the 64 held-out rows (not the full evaluation), "
         "gated like a full one", "natural: evaluated on all 40 natural rows"]
     assert ecli.verify_main([str(out), "--no-load", "--receipts-dir", ""]) == 0
-    assert "verify: release gate pass; heldout: evaluated on 16 of the 64 held-out rows " \
-        "(--limit 16; not the full evaluation), gated like a full one; natural: evaluated on " \
+    assert "verify: release gate pass; heldout: evaluated on the first 16 of the 64 held-out rows " \
+        "(not the full evaluation), gated like a full one; natural: evaluated on " \
         "all 40 natural rows" in capsys.readouterr().out
     record_evaluation(out, {"heldout": {**summary(WORSE_REFLECT, GOOD_SUPPORT), "rows": 16,
                                         "config": limited["config"]}}, receipts_dir=None)
     assert ecli.verify_main([str(out), "--no-load", "--receipts-dir", ""]) == 1
     err = capsys.readouterr().err
-    assert "verify: release gate fail; heldout: evaluated on 16 of the 64" in err
+    assert "verify: release gate fail; heldout: evaluated on the first 16 of the 64" in err
     assert "verify: FAILED:" in err
 
 

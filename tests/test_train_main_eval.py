@@ -50,7 +50,7 @@ def test_the_header_says_when_the_evaluation_is_limited():
     summary["config"].update(limit=16, rows_in_set=64)
     summary["rows"] = 16
     assert table_lines(summary)[0].startswith(
-        "evaluation of 16 of the 64 held-out rows (--limit 16; not the full evaluation)")
+        "evaluation of the first 16 of the 64 held-out rows (not the full evaluation)")
     summary["config"].update(limit=None)
     summary["rows"] = 64
     assert coverage_line(summary) == "all 64 held-out rows"
@@ -68,8 +68,8 @@ def test_table_of_a_fresh_evaluation(tiny_corpus, tmp_path, capsys):
     total = len((tiny_corpus / "heldout.jsonl").read_text().splitlines())
     assert summary["config"]["rows_in_set"] == total > 4 and summary["rows"] == 4
     lines = table_lines(summary)
-    assert lines[0].startswith(f"evaluation of 4 of the {total} held-out rows (--limit 4; "
-                               "not the full evaluation), max tokens 512")
+    assert lines[0].startswith(f"evaluation of the first 4 of the {total} held-out rows (not the full "
+                               "evaluation), max tokens 512")
     by_task = {line.split()[0]: line for line in lines[2:]}
     for task, metric in (("extract", "extract_f1"), ("consolidate", "consolidate_correct"),
                          ("reflect", "reflect_correct")):

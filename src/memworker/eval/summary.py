@@ -261,20 +261,20 @@ def report_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --- plots --------------------------------------------------------------------------------------
+# --- the main job's text table --------------------------------------------------------------
 
 def coverage_line(summary: dict[str, Any]) -> str:
-    """How many rows of the set an evaluation ran: "16 of the 64 held-out rows (--limit 16; not
-    the full evaluation)", or "all 64 held-out rows"; a summary from before `rows_in_set` was
-    recorded says only its n."""
+    """How many rows of the set an evaluation ran: "the first 16 of the 64 held-out rows (not the
+    full evaluation)", or "all 64 held-out rows"; a summary from before `rows_in_set` was
+    recorded says only its n (and the limit)."""
     cfg = summary.get("config") or {}
     rows, total, limit = summary.get("rows"), cfg.get("rows_in_set"), cfg.get("limit")
     name = {"heldout": "held-out"}.get(cfg.get("set"), cfg.get("set") or "?")
     if total is not None and rows == total:
         return f"all {total} {name} rows"
     if total is not None:
-        return f"{rows} of the {total} {name} rows (--limit {limit}; not the full evaluation)"
-    return f"{rows} {name} rows" + (f" (--limit {limit}; not the full evaluation)"
+        return f"the first {rows} of the {total} {name} rows (not the full evaluation)"
+    return f"{rows} {name} rows" + (f" (limit {limit}; not the full evaluation)"
                                    if limit is not None else "")
 
 
@@ -314,6 +314,8 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
         lines.append("".join(cells).rstrip())
     return lines
 
+
+# --- plots --------------------------------------------------------------------------------------
 
 def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
     """`tasks.png` (primary metric per task, bars per arm with 95 % intervals) and

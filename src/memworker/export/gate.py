@@ -160,7 +160,7 @@ def describe(check: dict[str, Any]) -> str:
 
 def coverage(receipt: dict[str, Any]) -> list[str]:
     """Per evaluated set, how many of its rows the gated evaluation ran ("heldout: evaluated on
-    16 of the 64 held-out rows (--limit 16; not the full evaluation)"). The gate reads a limited
+    the first 16 of the 64 held-out rows (not the full evaluation)"). The gate reads a limited
     evaluation exactly like a full one, so whoever reads its verdict must see n."""
     from memworker.eval.summary import coverage_line
 

@@ -206,13 +206,15 @@ def evaluate_release(receipt: dict[str, Any], args) -> int:
     print()
     for line in table_lines(summary):
         print(line)
-    stages = [e["stage"] for e in json.loads(
-        (release / RECEIPT_NAME).read_text("utf-8")).get("lineage") or []]
+    doc = json.loads((release / RECEIPT_NAME).read_text("utf-8"))
+    stages = [e["stage"] for e in doc.get("lineage") or []]
+    verdict = (doc.get("gate") or {}).get("verdict")
     runs = Path(args.runs_dir)
     print(f"stage receipts: {', '.join(str(runs / s / RECEIPT) for s in stages)}"
           + (f" (copies in {args.receipts_dir}/)" if args.receipts_dir else ""))
     print(f"release: {release}/ (receipt {release / RECEIPT_NAME}"
           + (f", copy {Path(args.receipts_dir) / RECEIPT_NAME}" if args.receipts_dir else "")
+          + (f"; release gate: {verdict}" if verdict else "")
           + f"); check it: python export/verify.py {release}"
           + ("" if args.receipts_dir == "receipts" else
              f" --receipts-dir {shlex.quote(args.receipts_dir)}"))
