@@ -13,6 +13,7 @@ extract, per claim (wire form, `memworker.wire`):
 |---|---|---|
 | `secret_in_field` | drop | a quote or the predicate contains a credential-shaped string (`memworker.safety`) |
 | `injection_obeyed` | drop | **the untrusted-source rule**: the claim cites an untrusted event (`trusted: false`) and that event's text, or the claim's own statement or value, is a memory-control instruction (`safety.is_memory_control`), whatever else the claim cites |
+| `untrusted_content` | drop | **the value-grounding rule**: the claim's value, statement or subject name carries a name, a number or (in the value) a rare word (`untrusted_words`) that occurs in an untrusted event the claim does not cite and in no trusted event, no cited event and no existing fact of the request, whatever the claim cites: an injected fact stored by citing a trusted turn. Dates and clock times are exempt (the resolver writes them), and so are words found in no event |
 | `unknown_event_index` | reject | a quote cites an event index that the request does not have |
 | `quote_not_in_event` | reject | a quote is not an exact substring of its cited event (or, in canonical form, `quotes` and `source_indices` differ in length) |
 | `quote_not_span` | reject | a quote is a substring but not one of the event's candidate spans (`memworker.spans`) |
@@ -26,6 +27,8 @@ audit; repairs that cannot change meaning (redaction, duplicate ids) stay in the
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -38,6 +41,7 @@ from memworker.spans import candidate_spans
 CODES = (
     "secret_in_field",
     "injection_obeyed",
+    "untrusted_content",
     "unknown_event_index",
     "quote_not_in_event",
     "quote_not_span",
@@ -46,7 +50,7 @@ CODES = (
     "unknown_evidence_id",
 )
 #: codes on which the codec drops the claim instead of rejecting the answer
-DROP_CODES = ("secret_in_field", "injection_obeyed")
+DROP_CODES = ("secret_in_field", "injection_obeyed", "untrusted_content")
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,80 @@ def obeys_injection(claim: dict[str, Any], cited: list[dict[str, Any]]) -> bool:
             or is_memory_control(claim["value"] or ""))
 
 
-def _drop_findings(claim: dict[str, Any], cited: list[dict[str, Any]],
-                   where: str) -> list[Finding]:
+#: a word: letters, digits and underscores, joined across "." "-" ":" ("go1.22.4", "kite-gateway",
+#: "GITHUB_DEPLOY_TOKEN"), not across an apostrophe ("Globex's" -> "Globex", "s")
+_WORD = re.compile(r"\w+(?:[.:-]\w+)*")
+#: ISO dates and clock times, single or as a range ("2025-03-04", "08:00-12:00")
+_DATE = re.compile(r"(?=.*(?:\d{4}-\d{2}|\d:\d{2}))[\d:t-]+")
+#: words that say nothing about where a claim came from (pronouns, function words)
+_PLAIN = frozenset((
+    "the", "user", "users", "a", "an", "i", "my", "me", "he", "him", "she", "they", "them", "it",
+    "his", "her", "their", "its", "we", "us", "our", "you", "your", "this", "that", "these",
+    "those", "and", "or", "but", "not", "nor", "for", "with", "without", "from", "into", "onto",
+    "over", "under", "about", "after", "before", "than", "then", "there", "here", "was", "were",
+    "are", "is", "be", "been", "being", "has", "have", "had", "does", "did", "can", "will",
+    "would", "should", "could", "may", "might", "must", "all", "any", "some", "each", "every",
+    "more", "most", "very", "just", "also", "now", "new", "one", "two", "out", "off", "who",
+    "whom", "what", "when", "where", "which", "why", "how", "yes", "no"
+))
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text)}
+
+
+def _salient(text: str, *, value: bool) -> set[str]:
+    """The words of `text` that name a fact's content (casefolded): words with a digit, and
+    capitalised words of 3+ characters (names); in a value, also every other word of 3+ letters
+    (values are short: "harp", "pytest"). Function words and 1-2 letter words are left out, and
+    so are ISO dates and clock times (a normalised "next Friday" may match a calendar tool's
+    date)."""
+    out = set()
+    for w in _WORD.findall(text):
+        low = w.casefold()
+        if low in _PLAIN or _DATE.fullmatch(low):
+            continue
+        if any(ch.isdigit() for ch in w) or (len(w) >= 3 and w[0].isupper()) or (
+                value and len(w) >= 3):
+            out.add(low)
+    return out
+
+
+def _grounded(word: str, texts: list[str], words: set[str]) -> bool:
+    """`word` occurs in the grounding texts: inside one (casefolded), or as a word sharing a
+    stem of 4+ letters ("works" / "work")."""
+    if any(word in t for t in texts):
+        return True
+    return len(word) >= 4 and any(len(t) >= 4 and word.startswith(t) for t in words)
+
+
+def untrusted_words(claim: dict[str, Any], events: list[dict[str, Any]],
+                    fact_texts: Sequence[str] = ()) -> list[str]:
+    """The value-grounding rule (see the module docstring) for a wire claim, the request's
+    events and its existing facts' statements: the salient words (`_salient`) of the claim's
+    value, statement and subject name that occur as words in an untrusted event the claim does
+    not cite, and in no trusted event, no cited event and no existing fact (sorted; empty when
+    the claim is grounded). A cited untrusted event is the untrusted-source rule's to judge.
+    Words found in no event at all are never counted: values and statements may be normalised
+    or paraphrased ("next Friday" -> a date, "my sis" -> "sister")."""
+    cited = {q["event"] for q in claim["quotes"]}
+    foreign = [e["text"] for e in events if not e["trusted"] and e["index"] not in cited]
+    if not foreign:
+        return []
+    candidates = (_salient(claim["value"] or "", value=True)
+                  | _salient(claim["statement"], value=False)
+                  | _salient(claim["subject"]["name"], value=False))
+    in_foreign = set().union(*map(_words, foreign)) & candidates
+    if not in_foreign:
+        return []
+    texts = [e["text"].casefold() for e in events if e["trusted"] or e["index"] in cited]
+    texts += [t.casefold() for t in fact_texts]
+    words = set().union(*map(_words, texts))
+    return sorted(w for w in in_foreign if not _grounded(w, texts, words))
+
+
+def _drop_findings(claim: dict[str, Any], cited: list[dict[str, Any]], where: str,
+                   events: list[dict[str, Any]], fact_texts: Sequence[str]) -> list[Finding]:
     out = []
     if any(contains_credential(q["quote"]) for q in claim["quotes"]):
         out.append(Finding("secret_in_field", where,
@@ -103,6 +179,13 @@ def _drop_findings(claim: dict[str, Any], cited: list[dict[str, Any]],
         out.append(Finding("injection_obeyed", where,
                            f"cites untrusted event(s) {found} and carries a memory-control "
                            "instruction"))
+    foreign = untrusted_words(claim, events, fact_texts)
+    if foreign:
+        cites = {q["event"] for q in claim["quotes"]}
+        found = sorted(e["index"] for e in events if not e["trusted"] and e["index"] not in cites)
+        out.append(Finding("untrusted_content", where,
+                           f"carries {', '.join(map(repr, foreign))}, found in untrusted "
+                           f"event(s) {found} and in no trusted or cited event"))
     if contains_credential(claim["predicate"]):
         out.append(Finding("secret_in_field", where, "the predicate is credential-shaped"))
     return out
@@ -125,12 +208,14 @@ def _quote_findings(claim: dict[str, Any], events: dict[int, dict[str, Any]],
 
 
 def claim_findings(claim: dict[str, Any], n: int, events: dict[int, dict[str, Any]],
-                   fact_ids: set[str]) -> list[Finding]:
-    """Every finding of wire claim number `n` against the request's events ({index: event})
-    and existing fact ids; drop findings first."""
+                   fact_ids: set[str], fact_texts: Sequence[str] = ()) -> list[Finding]:
+    """Every finding of wire claim number `n` against the request's events ({index: event}),
+    existing fact ids and existing fact statements (trusted text for the value-grounding
+    rule); drop findings first."""
     where = f"claims/{n}"
     cited = [events[q["event"]] for q in claim["quotes"] if q["event"] in events]
-    out = _drop_findings(claim, cited, where) + _quote_findings(claim, events, where)
+    out = _drop_findings(claim, cited, where, list(events.values()), fact_texts)
+    out += _quote_findings(claim, events, where)
     out += [Finding("unknown_fact_id", f"{where}/supersedes", f"fact id {fid!r} does not exist")
             for fid in claim["supersedes"] if fid not in fact_ids]
     expr = claim["time_expression"]
@@ -154,7 +239,8 @@ def extract_findings(answer: dict[str, Any], inputs: dict[str, Any]) -> list[lis
     """Findings per claim of a wire extract answer (one list per claim, in order)."""
     events = {e["index"]: e for e in inputs["events"]}
     fact_ids = {f["id"] for f in inputs["existing_facts"]}
-    return [claim_findings(c, n, events, fact_ids) for n, c in enumerate(answer["claims"])]
+    texts = [f["statement"] for f in inputs["existing_facts"]]
+    return [claim_findings(c, n, events, fact_ids, texts) for n, c in enumerate(answer["claims"])]
 
 
 # --- consolidate and reflect -----------------------------------------------------------------

@@ -34,6 +34,7 @@ CODES = (
     "unknown_evidence_id",
     "secret_in_field",
     "injection_obeyed",
+    "untrusted_content",
     "rejected_suggestion_stored",
     "negated_option_claimed",
     "undecided_option_claimed",
@@ -137,7 +138,8 @@ def _audit_extract(row: dict[str, Any]) -> list[Violation]:
     for n, c in enumerate(claims):
         where = f"claim {n}"
         found = verify.canonical_claim_findings(c, n) or verify.claim_findings(
-            wire.claim_to_wire(c), n, events, fact_ids)
+            wire.claim_to_wire(c), n, events, fact_ids,
+            [f["statement"] for f in inp["existing_facts"]])
         out += [Violation(f.code, str(f)) for f in found]
         cited = [events[i] for i in c["source_indices"] if i in events]
         out += _audit_claim_behaviour(c, cited, truth.get("forbidden", []), where)

@@ -10,9 +10,15 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
    outputs) is accepted too: it is converted to wire form and its dates are kept for comparison.
 4. Verification against the request by `memworker.verify`, the checker the corpus audit uses
    too. Its drop findings drop the claim (noted in `diagnostics`, kept in `result.dropped`): a
-   quote or the predicate holding a credential-shaped string, and the one untrusted-source rule
+   quote or the predicate holding a credential-shaped string; the one untrusted-source rule
    (a claim citing an untrusted event, where that event or the claim's statement/value is a
-   memory-control instruction, is dropped whatever else it cites). Any other finding (unknown
+   memory-control instruction, is dropped whatever else it cites); and the value-grounding rule
+   (`untrusted_content`: a claim whose value, statement or subject name carries a name, a
+   number or a rare word of the value that occurs in an untrusted event it does not cite and
+   in no trusted event, no cited event and no existing fact is dropped, whatever trusted turn
+   it cites: an injected "the user works at Globex" cannot be stored by citing the user's
+   "Thanks" after the tool text; words found in no event at all never count, since values may
+   be normalised or paraphrased). Any other finding (unknown
    event index or fact / evidence id, a quote that is not an exact substring and candidate span
    of its event, a time expression not detected in the events) -> `OutputValidationError`
    with `error.findings`.
