@@ -27,13 +27,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memworker.eval import results
+from memworker.eval.grade import PRIMARY, TEMPORAL_CLASSES
+from memworker.eval.summary import TASKS
 from memworker.hashing import sha256_file
 
-TASKS = ("extract", "consolidate", "reflect")
-PRIMARY = {"extract": "extract_f1", "consolidate": "consolidate_correct",
-           "reflect": "reflect_correct"}
-TEMPORAL_CLASSES = ("wrong_day", "wrong_month_year", "wrong_time", "invented_clock_time",
-                    "missing_date", "date_where_none")
 RELEASE = "release-receipt.json"
 LIVE = "live-summary.json"
 EXTERNAL = "external-summary.json"
@@ -311,18 +309,9 @@ def show_tasks(inputs: Inputs) -> None:
         return
     for set_name, summary in evs.items():
         arms = summary["arms"]
-        lines = [f"**Set `{set_name}`** ({summary['rows']} rows, {summary['episodes']} "
-                 "episodes): primary metric per task, 95 % bootstrap interval over episodes.", "",
-                 "| task (metric) | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
-        for task in TASKS:
-            cells = []
-            for arm in arms:
-                e = _entry(summary, arm, task)
-                cells.append("–" if not e or e["value"] is None else
-                             f"{e['value']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}] "
-                             f"(n={e['n_rows']})")
-            lines.append(f"| {task} ({PRIMARY[task]}) | " + " | ".join(cells) + " |")
-        _md("\n".join(lines))
+        # the same table as the README's results block (memworker.eval.results)
+        _md("\n".join([*results.set_header(set_name, summary), "",
+                       *results.set_table(summary)]))
         fig, ax = plt.subplots(figsize=(7.0, 3.2))
         width = 0.8 / max(len(arms), 1)
         for k, arm in enumerate(arms):
@@ -490,8 +479,9 @@ SECTIONS = [
     ("Loss curves per stage", "Training and validation loss of every stage in the curriculum.",
      "show_losses"),
     ("Per-task results: base, student, rules",
-     "The matched evaluation's primary metric per task with 95 % bootstrap intervals "
-     "(release receipt, `evaluation.<set>`).", "show_tasks"),
+     "The matched evaluation's key metrics per task with 95 % bootstrap intervals, the same "
+     "table as the README's results block, then the primary metric as bars and every pair's "
+     "paired difference (release receipt, `evaluation.<set>`).", "show_tasks"),
     ("Temporal error breakdown",
      "Date errors of matched claims before and after the codec's deterministic normalisation.",
      "show_temporal"),
