@@ -17,7 +17,10 @@ Usage (from the repository root):
 
 Prints a pass/fail table per scenario and arm (live: the store's checks; isolated: worker calls
 right / calls), writes OUT/summary.json, OUT/report.md and one store per arm and scenario in
-OUT/<arm>/<scenario>/ (store.db, calls.jsonl). See eval/README.md, "Live acceptance".
+OUT/<arm>/<scenario>/ (store.db, calls.jsonl). Finished (arm, scenario) results are stored in
+OUT/results/ with their identity: a rerun into the same --out reuses those that match (run one
+arm now and another later, or resume an interrupted run) and refuses a stale one (--fresh
+discards them). See eval/README.md, "Live acceptance".
 """
 
 import sys

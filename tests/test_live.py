@@ -288,8 +288,9 @@ def test_rules_arm_end_to_end_over_every_scenario(tmp_path):
     assert set(summary["worker"]["rules"]["prompt_sha256"]) == {"SYSTEM", "EXTRACT",
                                                                 "CONSOLIDATE", "REFLECT"}
     assert "| scenario | rules live | rules isolated |" in (out / "report.md").read_text()
-    # deterministic: a second run gives the same verdicts
-    assert main(["--arm", "rules", "--out", str(out)]) == 0
+    # deterministic: a second run (--fresh: played again, not reused) gives the same verdicts
+    assert main(["--arm", "rules", "--out", str(out), "--fresh"]) == 0
+    assert json.loads((out / "summary.json").read_text())["config"]["reused"] == {"rules": []}
     again = json.loads((out / "summary.json").read_text())["arms"]["rules"]
     strip = {n: {k: v for k, v in r.items() if k != "seconds"}
              for n, r in again["scenarios"].items()}
@@ -336,6 +337,133 @@ def test_play_records_failed_calls(tmp_path):
     assert len(store.rows("episodes")) == 2 and store.memories() == []
 
 
+# --- resume: arms run at different times into one summary -----------------------------------------
+
+def _comparable(out):
+    """summary.json without what depends on when and how often it ran."""
+    doc = json.loads((out / "summary.json").read_text())
+    for key in ("seconds", "reused", "environment"):
+        doc["config"].pop(key)
+    for arm in doc["arms"].values():
+        for r in arm["scenarios"].values():
+            r.pop("seconds")
+    return doc
+
+
+def _count_plays(monkeypatch, fail_at=None):
+    """Record every scenario the runner plays; raise on play number `fail_at` (1-based)."""
+    import memworker.eval.live.runner as R
+
+    played, real = [], R.play
+
+    def counting(scenario, worker, folder, *a, **kw):
+        if fail_at is not None and len(played) + 1 == fail_at:
+            raise RuntimeError("interrupted")
+        played.append((folder.parent.name, scenario["name"]))
+        return real(scenario, worker, folder, *a, **kw)
+
+    monkeypatch.setattr(R, "play", counting)
+    return played
+
+
+def test_live_resume_adds_an_arm_like_a_one_shot_run(tmp_path, monkeypatch):
+    names = [s["name"] for s in load_scenarios()]
+    later, once = tmp_path / "later", tmp_path / "once"
+    played = _count_plays(monkeypatch)
+    assert main(["--arm", "rules", "--out", str(later)]) == 0
+    stores = {p: p.read_bytes() for p in (later / "rules").rglob("*") if p.is_file()}
+    played.clear()
+    assert main(["--arm", "rules", "--arm", "r2=rules", "--out", str(later)]) == 0
+    assert played == [("r2", n) for n in names]   # the rules arm was reused, not played
+    assert {p: p.read_bytes() for p in (later / "rules").rglob("*") if p.is_file()} == stores
+    summary = json.loads((later / "summary.json").read_text())
+    assert summary["config"]["reused"] == {"rules": sorted(names), "r2": []}
+    assert summary["config"]["seconds"]["rules"] > 0
+    assert main(["--arm", "rules", "--arm", "r2=rules", "--out", str(once)]) == 0
+    assert _comparable(later) == _comparable(once)
+    # naming one arm again builds the summary from its stored results alone, playing nothing
+    played.clear()
+    assert main(["--arm", "r2=rules", "--out", str(later)]) == 0
+    assert played == [] and list(json.loads((later / "summary.json").read_text())["arms"]) == ["r2"]
+
+
+def test_live_resumes_after_an_interruption(tmp_path, monkeypatch):
+    names = [s["name"] for s in load_scenarios()]
+    out, once = tmp_path / "live", tmp_path / "once"
+    _count_plays(monkeypatch, fail_at=3)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        main(["--arm", "rules", "--out", str(out)])
+    assert sorted(p.stem for p in (out / "results" / "rules").glob("*.json")) == sorted(names[:2])
+    assert not (out / "summary.json").exists()
+    monkeypatch.undo()
+    played = _count_plays(monkeypatch)
+    assert main(["--arm", "rules", "--out", str(out)]) == 0
+    assert played == [("rules", n) for n in names[2:]]
+    assert main(["--arm", "rules", "--out", str(once)]) == 0
+    assert _comparable(out) == _comparable(once)
+
+
+def test_live_refuses_a_stale_stored_result(tmp_path, monkeypatch, capsys):
+    import memworker.eval.live.resume as RS
+
+    scenarios = tmp_path / "s.yaml"
+    scenarios.write_bytes(Path(C.__file__).with_name("scenarios.yaml").read_bytes())
+    out = tmp_path / "live"
+    base = ["--arm", "rules", "--scenarios", str(scenarios), "--out", str(out)]
+    assert main(base) == 0
+    capsys.readouterr()
+    played = _count_plays(monkeypatch)
+
+    def refused(argv, *what):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--fresh" in err and "another --out" in err, err
+        assert all(w in err for w in what), err
+        assert played == []
+
+    refused(base + ["--max-tokens", "64"], "sampler.max_tokens_cap")
+    refused(base + ["--seed", "1"], "sampler.seed")
+    scenarios.write_text(scenarios.read_text().replace("Porto", "Braga"))
+    refused(base, "scenario_file_sha256", "scenario_sha256")
+    scenarios.write_text(scenarios.read_text() + "# a comment\n")
+    refused(base, "scenario_file_sha256")
+    real = RS.code_hashes()
+    monkeypatch.setattr(RS, "code_hashes",
+                        lambda: {**real, "inference/codec.py": "0" * 64})
+    scenarios.write_text(scenarios.read_text().replace("# a comment\n", "")
+                         .replace("Braga", "Porto"))
+    refused(base, "code inference/codec.py", "--accept-code-change")
+    assert main(base + ["--accept-code-change"]) == 0 and played == []
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["code_changed"] == {"rules": ["inference/codec.py"]}
+    monkeypatch.setattr(RS, "code_hashes", lambda: real)
+    scenarios.write_text(scenarios.read_text().replace("Porto", "Braga"))
+    assert main(base + ["--fresh"]) == 0
+    assert len(played) == len(load_scenarios(scenarios))
+
+
+def test_gguf_arm_identity_is_the_model_bytes_and_threads(tmp_path):
+    from memworker.eval.live.resume import arm_identity, differences
+    from memworker.eval.runner import Arm, Sampler
+    from memworker.hashing import sha256_file
+    from memworker.inference.backends import default_threads
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    arm = Arm("base", "gguf", str(model))
+    first = arm_identity(arm, Sampler())
+    assert first["model"]["gguf_sha256"] == sha256_file(model) and first["model"]["llama_cpp"]
+    assert first["sampler"]["threads"] == default_threads()
+    moved = tmp_path / "elsewhere.gguf"   # the same bytes under another path: the same identity
+    moved.write_bytes(model.read_bytes())
+    assert arm_identity(Arm("base", "gguf", str(moved)), Sampler()) == first
+    model.write_bytes(b"GGUF two")
+    assert differences(first, arm_identity(arm, Sampler(threads=2 if default_threads() != 2
+                                                               else 1))) == [
+        "model.gguf_sha256", "sampler.threads"]
+    assert "threads" not in arm_identity(Arm("rules", "rules", ""), Sampler(threads=3))["sampler"]
+
+
 # --- the real embedded base (slow) ----------------------------------------------------------------
 
 @pytest.mark.slow
@@ -358,3 +486,11 @@ def test_embedded_base_through_one_scenario(embedded_gguf, tmp_path):
     for m in store.memories():   # every stored memory cites stored episodes
         assert set(m["source_ids"]) <= episodes
     assert len(store.rows("worker_calls")) == 3 - sum(1 for c in calls if c.get("error"))
+    # the same command again reuses the stored result (the model's bytes, threads, sampler match)
+    argv = ["--arm", f"base={embedded_gguf}", "--only", "guitar-retraction", "--out", str(out),
+            "--threads", "1", "--n-ctx", "2048", "--max-tokens", "256"]
+    assert main(argv) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["config"]["reused"] == {"base": ["guitar-retraction"]}
+    assert again["arms"] == summary["arms"]
+    assert main(argv[:-1] + ["128"]) == 2   # another cap: refused, not reused

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker.eval import runner as eval_runner
+from memworker.eval.live import resume
 from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
@@ -26,7 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an arm (repeat): NAME=path.gguf, NAME=ollama:MODEL, "
                         "NAME=http://host:port/v1, or rules")
     p.add_argument("--out", default="runs/live", help="output folder (runs/live); each "
-                   "arm's scenario stores are rebuilt from scratch")
+                   "finished (arm, scenario) result is stored in OUT/results/ with its identity "
+                   "and reused by a rerun whose identity matches (a scenario that runs gets its "
+                   "store rebuilt from scratch)")
+    p.add_argument("--fresh", action="store_true",
+                   help="discard OUT's stored results first and run every arm and scenario")
+    p.add_argument("--accept-code-change", action="store_true",
+                   help="reuse stored results whose identity differs only in memworker source "
+                        "files (listed in summary.json config.code_changed)")
     p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS),
                    help="scenario YAML (default: the packaged scenarios.yaml)")
     p.add_argument("--only", action="append", default=None, metavar="NAME",
@@ -102,26 +110,78 @@ def _main(args: argparse.Namespace) -> int:
               f"isolated {result['isolated']['passed']}/{result['isolated']['total']}; "
               f"{result['seconds']:.1f} s", file=sys.stderr, flush=True)
 
-    results, workers, seconds = {}, {}, {}
+    if args.fresh:
+        resume.discard(out)
+    # every identity first: a stale stored result stops the run before anything is played
+    plans, stale = [], {}
     for arm in arms:
+        if arm.kind == "gguf" and not Path(arm.target).is_file():
+            eval_runner.make_backend(arm, sampler)   # raises the missing-GGUF error
+        base = resume.arm_identity(arm, sampler)
+        todo, idents, code_changed = [], {}, []
+        for s in scenarios:
+            idents[s["name"]] = resume.pair_identity(base, args.scenarios, s)
+            stored = resume.load(out, arm.name, s["name"])
+            if stored is None:
+                todo.append(s)
+                continue
+            diff = resume.differences(stored["identity"], idents[s["name"]])
+            code = [d.removeprefix("code_sha256.") for d in diff
+                    if d.startswith("code_sha256.")]
+            if len(code) < len(diff) or (code and not args.accept_code_change):
+                stale[f"{arm.name}/{s['name']}"] = diff
+            code_changed += code
+        plans.append((arm, todo, idents, sorted(set(code_changed))))
+    if stale:
+        raise resume.stale_error(out, stale)
+
+    for arm, todo, idents, _ in plans:
+        reused = len(scenarios) - len(todo)
+        if reused:
+            print(f"  {arm.name}: reusing {reused} stored scenario result(s) from "
+                  f"{out / resume.RESULTS / arm.name}", file=sys.stderr, flush=True)
+        if not todo:
+            continue
         backend = eval_runner.make_backend(arm, sampler)
         worker = MemWorkerBackend(backend, temperature=sampler.temperature, seed=sampler.seed,
                                   use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap)
-        started = time.perf_counter()
+        clock = [time.perf_counter()]
+
+        def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,
+                    idents=idents, clock=clock) -> None:
+            now = time.perf_counter()
+            resume.save(out, arm, scenario, idents[scenario], result, now - clock[0])
+            clock[0] = now
+            progress(name, scenario, result)
+
         try:
-            results[arm.name] = live.run_arm(arm.name, worker, scenarios, out, arm.kind,
-                                             arm.target, progress)
+            live.run_arm(arm.name, worker, todo, out, arm.kind, arm.target, persist)
         finally:
             eval_runner.close_backend(backend)
-        seconds[arm.name] = round(time.perf_counter() - started, 1)
-        workers[arm.name] = live.identity(arm.kind, arm.target)
+
+    results, workers, seconds, reused_names, code_changed = {}, {}, {}, {}, {}
+    for arm, todo, _, changed in plans:
+        docs = {s["name"]: resume.load(out, arm.name, s["name"]) for s in scenarios}
+        results[arm.name] = live.aggregate({n: d["result"] for n, d in docs.items()})
+        # the seconds each scenario took when it ran (as before: not loading the model)
+        seconds[arm.name] = round(sum(d["wall_seconds"] for d in docs.values()), 1)
+        reused_names[arm.name] = sorted({s["name"] for s in scenarios}
+                                        - {s["name"] for s in todo})
+        workers[arm.name] = docs[scenarios[-1]["name"]]["result"]["identity"]
+        if changed:
+            code_changed[arm.name] = changed
     config["seconds"] = seconds
+    config["reused"] = reused_names
+    if code_changed:
+        config["code_changed"] = code_changed
     summary = live.write_summary(out, scenarios, results, workers, config)
     text = table(summary)
     (out / "report.md").write_text("# Live acceptance\n\n" + text + "\n", "utf-8")
     print(text)
     print("live: " + "; ".join(f"{a}: {r['passed']}/{r['total']} scenarios, isolated "
                                f"{r['isolated']['passed']}/{r['isolated']['total']} calls, "
-                               f"{seconds[a]} s" for a, r in results.items())
+                               f"{seconds[a]} s"
+                               + (f" ({len(reused_names[a])} reused)" if reused_names[a] else "")
+                               for a, r in results.items())
           + f" -> {out}/summary.json")
     return 0

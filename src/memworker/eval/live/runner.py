@@ -165,12 +165,18 @@ def play(scenario: dict[str, Any], worker: Any, folder: Path, arm_kind: str = "r
 
 def run_arm(name: str, worker: Any, scenarios: list[dict[str, Any]], out: Path,
             arm_kind: str, target: str, progress: Any = None) -> dict[str, Any]:
+    """Play the scenarios in order; `progress(arm, scenario, result)` after each one."""
     results = {}
     for scenario in scenarios:
         results[scenario["name"]] = play(scenario, worker, out / name / scenario["name"],
                                          arm_kind, target)
         if progress is not None:
             progress(name, scenario["name"], results[scenario["name"]])
+    return aggregate(results)
+
+
+def aggregate(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """An arm's totals over its scenario results (in the given order)."""
     return {"passed": sum(r["passed"] for r in results.values()), "total": len(results),
             "isolated": {"passed": sum(r["isolated"]["passed"] for r in results.values()),
                          "total": sum(r["isolated"]["total"] for r in results.values())},
