@@ -133,6 +133,8 @@ def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path
         "set": "heldout", "gguf": {a: {"sha256": sha256_file(p)} for a, p in ggufs.items()},
         "corpus": {"manifest_sha256": sha256_file(tiny_corpus / "manifest.json")},
         "sampler": {"max_tokens_cap": 512}, "prompt_sha256": template_hashes()}))
+    (out / "samples.jsonl").write_text(
+        "".join(json.dumps({"id": "r1", "arm": a}) + "\n" for a in ggufs) + '{"id": "r2", "ar')
     assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # same: it resumes
     assert (out / "config.json").is_file()
     ggufs["student"].write_bytes(b"another student")
@@ -141,6 +143,24 @@ def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path
     assert not out.exists() and (aside / "config.json").is_file()
     assert "moved to" in capsys.readouterr().out
     assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # nothing there yet
+
+
+def test_a_folder_where_only_the_base_ran_resumes_with_a_new_student(tiny_corpus, tmp_path):
+    """The base arm evaluated first alone (its config names only the base): adding the student
+    and rules later reuses the base rows; a base of other bytes still retires the folder."""
+    ggufs = {"base": tmp_path / "b.gguf", "student": tmp_path / "s.gguf"}
+    for name, path in ggufs.items():
+        path.write_bytes(name.encode())
+    out = tmp_path / "eval" / "heldout"
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps({
+        "set": "heldout", "gguf": {"base": {"sha256": sha256_file(ggufs["base"])}},
+        "corpus": {"manifest_sha256": sha256_file(tiny_corpus / "manifest.json")},
+        "sampler": {"max_tokens_cap": 512}, "prompt_sha256": template_hashes()}))
+    (out / "samples.jsonl").write_text(json.dumps({"id": "r1", "arm": "base"}) + "\n")
+    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None
+    ggufs["base"].write_bytes(b"another base")
+    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is not None
 
 
 def test_a_fuller_evaluation_in_the_receipt_is_not_replaced(tmp_path):

@@ -133,6 +133,19 @@ def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str,
     return argv, out, ggufs
 
 
+def _sampled_arms(out: Path) -> set[str]:
+    """Arms with at least one sample line in an evaluation folder."""
+    arms: set[str] = set()
+    path = out / "samples.jsonl"
+    if path.is_file():
+        for line in path.read_text("utf-8").splitlines():
+            try:
+                arms.add(json.loads(line)["arm"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut off mid-write: the evaluator reruns that row
+    return arms
+
+
 def retire_stale_eval(out: Path, ggufs: dict[str, Path], corpus: Path) -> Path | None:
     """An evaluation folder resumes from its samples; samples of other GGUFs, another corpus,
     other prompts or another token cap would be reused wrongly, so such a folder is moved aside
@@ -147,9 +160,13 @@ def retire_stale_eval(out: Path, ggufs: dict[str, Path], corpus: Path) -> Path |
         old = json.loads(cfg_path.read_text("utf-8"))
     except (OSError, ValueError):
         old = {}
+    old_gguf = old.get("gguf") or {}
+    sampled = _sampled_arms(out)
+    # an arm with samples must have been made from the same GGUF (its sha256 in config.json);
+    # an arm without samples in the folder has nothing to reuse (e.g. the base ran first alone)
     same = (old.get("set") == EVAL_SET
-            and {a: ((old.get("gguf") or {}).get(a) or {}).get("sha256") for a in ggufs}
-            == {a: sha256_file(p) for a, p in ggufs.items()}
+            and all((old_gguf.get(a) or {}).get("sha256") == sha256_file(p)
+                    for a, p in ggufs.items() if a in sampled)
             and (old.get("corpus") or {}).get("manifest_sha256")
             == sha256_file(corpus / "manifest.json")
             and (old.get("sampler") or {}).get("max_tokens_cap") == EVAL_MAX_TOKENS
