@@ -61,6 +61,7 @@ class Setup:
     packed: bool = False  # rows packed into one sequence (block-diagonal mask), no padding
     trl_head: bool = False  # TRL's fused LM head (the loss SFTTrainer computes by itself)
     engine: bool = False  # the real engine (loop.AnswerOnlySFTTrainer) instead of a bare loop
+    dropout: float = 0.05  # lora_dropout (0: no dropout masks are drawn at all)
 
 
 CONFIGS = {
@@ -100,6 +101,15 @@ CONFIGS = {
     "packed-shared-upper": Setup("packed-shared with LoRA on the top --upper-layers layers only",
                                  batch=16, max_tokens=2560, logits_only=True, share_prefix=True,
                                  packed=True, upper=True),
+    "bf16-nodrop": Setup("bf16 with lora_dropout 0 (no dropout masks drawn)", batch=16,
+                         max_tokens=2560, logits_only=True, share_prefix=True, bf16=True,
+                         dropout=0.0),
+    "upper-bf16": Setup("cpu-upper under bf16 autocast", batch=16, max_tokens=2560,
+                        logits_only=True, share_prefix=True, upper=True, bf16=True),
+    "upper-bf16-nodrop": Setup("cpu-upper under bf16 autocast with lora_dropout 0 (the cpu "
+                               "profile's levers)", batch=16, max_tokens=2560,
+                               logits_only=True, share_prefix=True, upper=True, bf16=True,
+                               dropout=0.0),
 }
 DEFAULT = ("baseline", "logits-only", "trl-fused-head", "cpu-profile", "trl-engine", "cpu-upper",
            "packed", "packed-shared", "packed-shared-upper")
@@ -123,7 +133,8 @@ def load(base, setup: Setup, threads: int, upper_layers: int):
     from memworker.train.model import Device, count_params, load_model
 
     layers = f"upper:{upper_layers}" if setup.upper else "all"
-    cfg = StageConfig(name="bench", qlora=setup.qlora, lora_layers=layers)
+    cfg = StageConfig(name="bench", qlora=setup.qlora, lora_layers=layers,
+                      lora_dropout=setup.dropout)
     model = load_model(base, cfg, Device("cpu", setup.bf16, threads, 0, 1))
     if setup.trl_head:
         from trl.trainer.utils import add_fused_lm_head
