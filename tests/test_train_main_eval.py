@@ -123,18 +123,26 @@ def test_flags(tmp_path, capsys):
     assert not tcli._exports({**receipt, "backend": "mlx"}, _args(tmp_path))
 
 
-def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path, capsys):
+def _eval_folder(tmp_path, corpus, config_arms, samples: str):
+    """GGUFs base and student, and an evaluation folder whose config.json names `config_arms`'
+    GGUFs and whose samples.jsonl holds `samples`."""
     ggufs = {"base": tmp_path / "b.gguf", "student": tmp_path / "s.gguf"}
     for name, path in ggufs.items():
         path.write_bytes(name.encode())
     out = tmp_path / "eval" / "heldout"
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps({
-        "set": "heldout", "gguf": {a: {"sha256": sha256_file(p)} for a, p in ggufs.items()},
-        "corpus": {"manifest_sha256": sha256_file(tiny_corpus / "manifest.json")},
+        "set": "heldout", "gguf": {a: {"sha256": sha256_file(ggufs[a])} for a in config_arms},
+        "corpus": {"manifest_sha256": sha256_file(corpus / "manifest.json")},
         "sampler": {"max_tokens_cap": 512}, "prompt_sha256": template_hashes()}))
-    (out / "samples.jsonl").write_text(
-        "".join(json.dumps({"id": "r1", "arm": a}) + "\n" for a in ggufs) + '{"id": "r2", "ar')
+    (out / "samples.jsonl").write_text(samples)
+    return ggufs, out
+
+
+def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path, capsys):
+    ggufs, out = _eval_folder(tmp_path, tiny_corpus, ("base", "student"), "".join(
+        json.dumps({"id": "r1", "arm": a}) + "\n" for a in ("base", "student"))
+        + '{"id": "r2", "ar')
     assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # same: it resumes
     assert (out / "config.json").is_file()
     ggufs["student"].write_bytes(b"another student")
@@ -148,16 +156,8 @@ def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path
 def test_a_folder_where_only_the_base_ran_resumes_with_a_new_student(tiny_corpus, tmp_path):
     """The base arm evaluated first alone (its config names only the base): adding the student
     and rules later reuses the base rows; a base of other bytes still retires the folder."""
-    ggufs = {"base": tmp_path / "b.gguf", "student": tmp_path / "s.gguf"}
-    for name, path in ggufs.items():
-        path.write_bytes(name.encode())
-    out = tmp_path / "eval" / "heldout"
-    out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps({
-        "set": "heldout", "gguf": {"base": {"sha256": sha256_file(ggufs["base"])}},
-        "corpus": {"manifest_sha256": sha256_file(tiny_corpus / "manifest.json")},
-        "sampler": {"max_tokens_cap": 512}, "prompt_sha256": template_hashes()}))
-    (out / "samples.jsonl").write_text(json.dumps({"id": "r1", "arm": "base"}) + "\n")
+    ggufs, out = _eval_folder(tmp_path, tiny_corpus, ("base",),
+                              json.dumps({"id": "r1", "arm": "base"}) + "\n")
     assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None
     ggufs["base"].write_bytes(b"another base")
     assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is not None

@@ -133,19 +133,6 @@ def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str,
     return argv, out, ggufs
 
 
-def _sampled_arms(out: Path) -> set[str]:
-    """Arms with at least one sample line in an evaluation folder."""
-    arms: set[str] = set()
-    path = out / "samples.jsonl"
-    if path.is_file():
-        for line in path.read_text("utf-8").splitlines():
-            try:
-                arms.add(json.loads(line)["arm"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut off mid-write: the evaluator reruns that row
-    return arms
-
-
 def retire_stale_eval(out: Path, ggufs: dict[str, Path], corpus: Path) -> Path | None:
     """An evaluation folder resumes from its samples; samples of other GGUFs, another corpus,
     other prompts or another token cap would be reused wrongly, so such a folder is moved aside
@@ -160,8 +147,10 @@ def retire_stale_eval(out: Path, ggufs: dict[str, Path], corpus: Path) -> Path |
         old = json.loads(cfg_path.read_text("utf-8"))
     except (OSError, ValueError):
         old = {}
+    from memworker.eval.runner import SAMPLES, read_samples
+
     old_gguf = old.get("gguf") or {}
-    sampled = _sampled_arms(out)
+    sampled = {s.get("arm") for s in read_samples(out / SAMPLES)}
     # an arm with samples must have been made from the same GGUF (its sha256 in config.json);
     # an arm without samples in the folder has nothing to reuse (e.g. the base ran first alone)
     same = (old.get("set") == EVAL_SET
@@ -203,11 +192,16 @@ def evaluate_release(receipt: dict[str, Any], args) -> int:
     """The main job's last step: the matched held-out evaluation of the release (in process,
     `eval/run.py`), then the table and where everything is."""
     from memworker.eval.cli import main as eval_main
+    from memworker.eval.runner import EvalError
     from memworker.eval.summary import table_lines
     from memworker.export.release import RECEIPT_NAME
 
     argv, out, ggufs = eval_plan(receipt, args)
-    retire_stale_eval(out, ggufs, Path(receipt["config"]["corpus"]))
+    try:
+        retire_stale_eval(out, ggufs, Path(receipt["config"]["corpus"]))
+    except EvalError as exc:  # a damaged samples.jsonl: what eval/run.py would say on it
+        print(f"eval: error: {exc}", file=sys.stderr)
+        return 2
     release = Path(args.release_dir)
     kept = _fuller_evaluation(release, ggufs, args.eval_rows)
     if kept is not None:
