@@ -10,14 +10,14 @@
 #   SKIP_TEST_BASE=1 bash scripts/release.sh   # the test split without the base arm (see below)
 #
 # Every model arm gets the same sampler: temperature 0, seed 0, grammar on, n_ctx 4096,
-# max tokens 512, one llama.cpp thread (THREADS below). The base arm runs most extract
-# calls to the 512-token cap (~33 s per extract row on 2 cores), so it dominates the
-# evaluation time: held-out ~20 min, natural set ~60 min, test split ~2 h.
+# max tokens 1024 (above the longest gold answer of the train split, 858 tokens: see
+# EVAL_MAX_TOKENS in src/memworker/train/cli.py), one llama.cpp thread (THREADS below). The base
+# arm runs most extract calls to the cap, so it dominates the evaluation time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 THREADS=${THREADS:-1}
-CAP=512
+CAP=1024  # = EVAL_MAX_TOKENS (tests/test_eval_cap.py)
 BASE=release/base-q8_0.gguf
 STUDENT=release/memworker-smollm2-135m-general-q8_0.gguf
 RECEIPT=receipts/release-receipt.json

@@ -344,7 +344,7 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     assert f"; release gate: {verdict}); check it: python export/verify.py release" in out
     summary = json.loads(Path("runs/eval/heldout/summary.json").read_text())
     assert summary["arms"] == ["base", "student", "rules"] and summary["rows"] == 2
-    assert summary["config"]["sampler"]["max_tokens_cap"] == 512
+    assert summary["config"]["sampler"]["max_tokens_cap"] == tcli.EVAL_MAX_TOKENS
     assert summary["config"]["gguf"]["student"]["path"] == \
         "release/memworker-local-base-general-a-q8_0.gguf"
     assert _receipt(Path("release"))["evaluation"]["heldout"] == summary

@@ -101,7 +101,7 @@ def test_eval_plan_arguments(tmp_path):
     assert argv == ["--arm", f"base={release / 'base-q8_0.gguf'}",
                     "--arm", f"student={release / 's-q8_0.gguf'}", "--arm", "rules",
                     "--set", "heldout", "--corpus", "data/corpus", "--out", str(out),
-                    "--max-tokens", "512",
+                    "--max-tokens", str(tcli.EVAL_MAX_TOKENS),
                     "--into-receipt", str(tmp_path / "receipts" / "release-receipt.json"),
                     "--release", str(release), "--limit", "16"]
     assert out == tmp_path / "runs" / "eval" / "heldout"
@@ -134,7 +134,7 @@ def _eval_folder(tmp_path, corpus, config_arms, samples: str):
     (out / "config.json").write_text(json.dumps({
         "set": "heldout", "gguf": {a: {"sha256": sha256_file(ggufs[a])} for a in config_arms},
         "corpus": {"manifest_sha256": sha256_file(corpus / "manifest.json")},
-        "sampler": {"max_tokens_cap": 512}, "prompt_sha256": template_hashes()}))
+        "sampler": {"max_tokens_cap": tcli.EVAL_MAX_TOKENS}, "prompt_sha256": template_hashes()}))
     (out / "samples.jsonl").write_text(samples)
     return ggufs, out
 
