@@ -1,0 +1,148 @@
+"""`python train/diagnose.py`: what a trained adapter decides where an extract answer forks.
+
+An extract answer opens with `{"claims":` and its next token either opens the first claim
+(` [{`) or closes an empty list (` []`). That one token decides whether anything is stored, yet
+it is one of ~570 answer tokens, so the mean answer loss hardly sees it. This prints, for rows of
+a corpus split, the probability the model gives each branch after the gold prompt, and a summary:
+how many rows with claims greedy decoding would answer empty, and the mean probability of the
+empty branch on rows with and without claims (a model that reads the window gives rows with
+claims a low one, rows without a high one; a model that does not gives every row about the same).
+
+    python train/diagnose.py --run runs/general --corpus data/corpus --split val --rows 40
+    python train/diagnose.py --base smollm2-135m --corpus data/corpus --split val --rows 40
+
+Rows are the split's first N extract rows in file order. Use the train or val split: the test
+split and the held-out rows are for evaluation only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+PREFIX = '{"claims":'
+OPEN, CLOSE = '{"claims": [{', '{"claims": []}'
+SPLITS = ("train", "val")
+
+
+class DiagnoseError(ValueError):
+    """Bad arguments or inputs: reported as one line, exit 2."""
+
+
+def branch_tokens(tokenizer: Any, prompt: str) -> tuple[list[int], int, int]:
+    """(prompt + answer prefix token ids, the id that opens a claim, the id that closes the
+    list): both continuations are tokenised whole after the prompt and compared at the first
+    position where they differ, so a merge across the boundary cannot shift the fork."""
+    opened = tokenizer(prompt + OPEN, add_special_tokens=False)["input_ids"]
+    closed = tokenizer(prompt + CLOSE, add_special_tokens=False)["input_ids"]
+    k = next(i for i, (a, b) in enumerate(zip(opened, closed, strict=False)) if a != b)
+    return opened[:k], opened[k], closed[k]
+
+
+def decision_rows(model: Any, tokenizer: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    import torch
+
+    out = []
+    for row in rows:
+        messages, gold = row["messages"][:-1], row["messages"][-1]["content"]
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False,
+                                               add_generation_prompt=True)
+        ids, open_id, close_id = branch_tokens(tokenizer, prompt)
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1].float()
+        probs = logits.softmax(-1)
+        out.append({"id": row["id"], "gold_empty": json.loads(gold)["claims"] == [],
+                    "p_open": round(float(probs[open_id]), 4),
+                    "p_close": round(float(probs[close_id]), 4)})
+    return out
+
+
+def summarise(found: list[dict[str, Any]]) -> dict[str, Any]:
+    def part(items: list[dict[str, Any]]) -> dict[str, Any]:
+        n = len(items)
+        return {"rows": n,
+                "greedy_empty": sum(r["p_close"] > r["p_open"] for r in items),
+                "mean_p_empty": round(sum(r["p_close"] for r in items) / n, 4) if n else None}
+    return {"rows_with_claims": part([r for r in found if not r["gold_empty"]]),
+            "rows_without_claims": part([r for r in found if r["gold_empty"]])}
+
+
+def extract_rows(corpus: Path, split: str, n: int) -> list[dict[str, Any]]:
+    from memworker.train import data as tdata
+
+    if split not in SPLITS:
+        raise DiagnoseError(f"--split {split}: only {' or '.join(SPLITS)} (the test split and "
+                            "the held-out rows are for evaluation only)")
+    rows = [r for r in tdata.load_wire_rows(corpus, split) if r["task"] == "extract"]
+    if not rows:
+        raise DiagnoseError(f"no extract rows in the {split} split of {corpus}")
+    return rows[:n] if n else rows
+
+
+def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, Any, str]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from memworker import registry
+
+    if threads:
+        torch.set_num_threads(threads)
+    adapter = None
+    if run:
+        receipt_path = Path(run) / "receipt.json"
+        adapter = Path(run) / "adapter"
+        if not receipt_path.is_file() or not (adapter / "adapter_config.json").is_file():
+            raise DiagnoseError(f"{run}: not a finished stage run (needs receipt.json and "
+                                "adapter/adapter_config.json)")
+        receipt = json.loads(receipt_path.read_text("utf-8"))
+        b = receipt["base"]
+        base = b["path"] if b.get("source") == "local" else b["key"]
+    prepared = registry.prepare(base or registry.DEFAULT_BASE)
+    tokenizer = AutoTokenizer.from_pretrained(prepared.path)
+    model = AutoModelForCausalLM.from_pretrained(prepared.path, dtype=torch.float32)
+    name = f"base {prepared.model.key}"
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+        name = f"{run} (adapter on {prepared.model.key})"
+    model.eval()
+    return model, tokenizer, name
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="train/diagnose.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--run", help="a finished stage run folder (runs/<stage>): its adapter")
+    who.add_argument("--base", help="a base key or local HF folder, without an adapter")
+    p.add_argument("--corpus", default="data/corpus")
+    p.add_argument("--split", default="val", help="train or val (val)")
+    p.add_argument("--rows", type=int, default=40, help="first N extract rows (0 = all; 40)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", default=None, help="also write rows and summary to this file")
+    args = p.parse_args(argv)
+    try:
+        rows = extract_rows(Path(args.corpus), args.split, args.rows)
+        model, tokenizer, name = load(args.run, args.base, args.threads)
+    except (DiagnoseError, FileNotFoundError) as exc:
+        print(f"train/diagnose.py: {exc}", file=sys.stderr)
+        return 2
+    found = decision_rows(model, tokenizer, rows)
+    for r in found:
+        print(f"{r['id']:<32} {'no claims' if r['gold_empty'] else 'claims':<9} "
+              f"P(open a claim)={r['p_open']:.3f}  P(empty)={r['p_close']:.3f}")
+    summary = summarise(found)
+    w, wo = summary["rows_with_claims"], summary["rows_without_claims"]
+    print(f"{name}, {args.split} split, {len(found)} extract rows: rows with claims "
+          f"{w['rows']} (greedy empty {w['greedy_empty']}, mean P(empty) {w['mean_p_empty']}); "
+          f"rows without claims {wo['rows']} (greedy empty {wo['greedy_empty']}, mean P(empty) "
+          f"{wo['mean_p_empty']})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": name, "split": args.split,
+                                               "rows": found, "summary": summary}, indent=1)
+                                   + "\n", "utf-8")
+    return 0
