@@ -55,3 +55,26 @@ def test_refusals(tiny, tmp_path, capsys):
     assert "for evaluation only" in capsys.readouterr().err
     assert D.main(["--run", str(tmp_path / "nowhere"), "--corpus", str(corpus)]) == 2
     assert "not a finished stage run" in capsys.readouterr().err
+
+
+def test_answer_lengths(tiny, tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    base, corpus = tiny
+    out = tmp_path / "lengths.json"
+    assert D.main(["--lengths", "--base", str(base), "--corpus", str(corpus), "--split", "train",
+                   "--rows", "0", "--cap", "20", "--json", str(out)]) == 0
+    found = json.loads(out.read_text())
+    assert set(found) == {"extract", "consolidate", "reflect"}
+    tok = AutoTokenizer.from_pretrained(base)
+    from memworker.train import data as tdata
+
+    rows = tdata.load_wire_rows(corpus, "train")
+    extract = sorted(len(tok(r["messages"][-1]["content"], add_special_tokens=False)["input_ids"])
+                     for r in rows if r["task"] == "extract")
+    assert found["extract"]["rows"] == len(extract)
+    assert found["extract"]["max"] == extract[-1]
+    assert found["extract"]["over_cap"] == sum(n > 20 for n in extract)
+    assert f"train extract: {len(extract)} rows" in capsys.readouterr().out
+    assert D.main(["--lengths", "--base", str(base), "--corpus", str(corpus),
+                   "--split", "test"]) == 2

@@ -11,6 +11,12 @@ claims a low one, rows without a high one; a model that does not gives every row
     python train/diagnose.py --run runs/general --corpus data/corpus --split val --rows 40
     python train/diagnose.py --base smollm2-135m --corpus data/corpus --split val --rows 40
 
+`--lengths` prints instead how long the gold answers of the split are in the base's tokens, per
+task (median, 90th percentile, longest, how many exceed --cap): the evaluation's max-tokens cap
+must leave room for them.
+
+    python train/diagnose.py --lengths --base smollm2-135m --split train --rows 0 --cap 512
+
 Rows are the split's first N extract rows in file order. Use the train or val split: the test
 split and the held-out rows are for evaluation only.
 """
@@ -82,6 +88,32 @@ def extract_rows(corpus: Path, split: str, n: int) -> list[dict[str, Any]]:
     return rows[:n] if n else rows
 
 
+def answer_lengths(tokenizer: Any, rows: list[dict[str, Any]], cap: int) -> dict[str, Any]:
+    """{task: {rows, median, p90, max, over_cap}} of the gold answers' token counts."""
+    by_task: dict[str, list[int]] = {}
+    for row in rows:
+        answer = row["messages"][-1]["content"]
+        by_task.setdefault(row["task"], []).append(
+            len(tokenizer(answer, add_special_tokens=False)["input_ids"]))
+    out = {}
+    for task, ns in sorted(by_task.items()):
+        ns.sort()
+        out[task] = {"rows": len(ns), "median": ns[len(ns) // 2], "p90": ns[int(len(ns) * 0.9)],
+                     "max": ns[-1], "over_cap": sum(n > cap for n in ns)}
+    return out
+
+
+def base_key(run: str | None, base: str | None) -> str:
+    if not run:
+        return base
+    receipt_path = Path(run) / "receipt.json"
+    if not receipt_path.is_file():
+        raise DiagnoseError(f"{run}: not a finished stage run (needs receipt.json and "
+                            "adapter/adapter_config.json)")
+    b = json.loads(receipt_path.read_text("utf-8"))["base"]
+    return b["path"] if b.get("source") == "local" else b["key"]
+
+
 def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, Any, str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -92,14 +124,11 @@ def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, A
         torch.set_num_threads(threads)
     adapter = None
     if run:
-        receipt_path = Path(run) / "receipt.json"
         adapter = Path(run) / "adapter"
-        if not receipt_path.is_file() or not (adapter / "adapter_config.json").is_file():
+        base = base_key(run, base)
+        if not (adapter / "adapter_config.json").is_file():
             raise DiagnoseError(f"{run}: not a finished stage run (needs receipt.json and "
                                 "adapter/adapter_config.json)")
-        receipt = json.loads(receipt_path.read_text("utf-8"))
-        b = receipt["base"]
-        base = b["path"] if b.get("source") == "local" else b["key"]
     prepared = registry.prepare(base or registry.DEFAULT_BASE)
     tokenizer = AutoTokenizer.from_pretrained(prepared.path)
     model = AutoModelForCausalLM.from_pretrained(prepared.path, dtype=torch.float32)
@@ -124,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=40, help="first N extract rows (0 = all; 40)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", default=None, help="also write rows and summary to this file")
+    p.add_argument("--lengths", action="store_true",
+                   help="gold answer lengths per task in the base's tokens (no model is run)")
+    p.add_argument("--cap", type=int, default=1024, help="with --lengths: count answers over it")
     args = p.parse_args(argv)
+    if args.lengths:
+        return _lengths(args)
     try:
         rows = extract_rows(Path(args.corpus), args.split, args.rows)
         model, tokenizer, name = load(args.run, args.base, args.threads)
@@ -145,4 +179,28 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"model": name, "split": args.split,
                                                "rows": found, "summary": summary}, indent=1)
                                    + "\n", "utf-8")
+    return 0
+
+
+def _lengths(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from memworker import registry
+    from memworker.train import data as tdata
+
+    try:
+        if args.split not in SPLITS:
+            raise DiagnoseError(f"--split {args.split}: only {' or '.join(SPLITS)}")
+        rows = tdata.load_wire_rows(Path(args.corpus), args.split)
+        prepared = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE)
+    except (DiagnoseError, FileNotFoundError) as exc:
+        print(f"train/diagnose.py: {exc}", file=sys.stderr)
+        return 2
+    rows = rows[:args.rows] if args.rows else rows
+    found = answer_lengths(AutoTokenizer.from_pretrained(prepared.path), rows, args.cap)
+    for task, f in found.items():
+        print(f"{args.split} {task}: {f['rows']} rows, gold answer tokens median {f['median']}, "
+              f"p90 {f['p90']}, max {f['max']}; {f['over_cap']} over {args.cap}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(found, indent=1) + "\n", "utf-8")
     return 0
