@@ -170,7 +170,10 @@ def check_adapter_config(adapter_dir: Path, cfg: StageConfig) -> None:
         diff["lora_layers"] = (parent_layers, cfg.lora_layers)
     if diff:
         detail = ", ".join(f"{k}: parent {a}, this stage {b}" for k, (a, b) in diff.items())
-        raise ConfigError(f"stage {cfg.name} cannot warm-start from {adapter_dir}: {detail}")
+        raise ConfigError(f"stage {cfg.name} cannot warm-start from {adapter_dir}: {detail} "
+                          f"(the parent run was made with other settings, e.g. an older "
+                          f"profile: train the parent again with `--fresh` and this stage's "
+                          f"settings, or move its run folder aside)")
 
 
 def count_params(model) -> dict[str, int]:
