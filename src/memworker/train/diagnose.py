@@ -76,13 +76,18 @@ def summarise(found: list[dict[str, Any]]) -> dict[str, Any]:
             "rows_without_claims": part([r for r in found if r["gold_empty"]])}
 
 
-def extract_rows(corpus: Path, split: str, n: int) -> list[dict[str, Any]]:
+def split_rows(corpus: Path, split: str) -> list[dict[str, Any]]:
+    """The wire rows of a train or val split (the only splits this tool reads)."""
     from memworker.train import data as tdata
 
     if split not in SPLITS:
         raise DiagnoseError(f"--split {split}: only {' or '.join(SPLITS)} (the test split and "
                             "the held-out rows are for evaluation only)")
-    rows = [r for r in tdata.load_wire_rows(corpus, split) if r["task"] == "extract"]
+    return tdata.load_wire_rows(corpus, split)
+
+
+def extract_rows(corpus: Path, split: str, n: int) -> list[dict[str, Any]]:
+    rows = [r for r in split_rows(corpus, split) if r["task"] == "extract"]
     if not rows:
         raise DiagnoseError(f"no extract rows in the {split} split of {corpus}")
     return rows[:n] if n else rows
@@ -103,11 +108,12 @@ def answer_lengths(tokenizer: Any, rows: list[dict[str, Any]], cap: int) -> dict
     return out
 
 
-def base_key(run: str | None, base: str | None) -> str:
+def base_key(run: str | None, base: str | None) -> str | None:
+    """The base a finished stage run was trained on (its receipt), else `base`."""
     if not run:
         return base
     receipt_path = Path(run) / "receipt.json"
-    if not receipt_path.is_file():
+    if not receipt_path.is_file() or not (Path(run) / "adapter" / "adapter_config.json").is_file():
         raise DiagnoseError(f"{run}: not a finished stage run (needs receipt.json and "
                             "adapter/adapter_config.json)")
     b = json.loads(receipt_path.read_text("utf-8"))["base"]
@@ -122,14 +128,8 @@ def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, A
 
     if threads:
         torch.set_num_threads(threads)
-    adapter = None
-    if run:
-        adapter = Path(run) / "adapter"
-        base = base_key(run, base)
-        if not (adapter / "adapter_config.json").is_file():
-            raise DiagnoseError(f"{run}: not a finished stage run (needs receipt.json and "
-                                "adapter/adapter_config.json)")
-    prepared = registry.prepare(base or registry.DEFAULT_BASE)
+    adapter = Path(run) / "adapter" if run else None
+    prepared = registry.prepare(base_key(run, base) or registry.DEFAULT_BASE)
     tokenizer = AutoTokenizer.from_pretrained(prepared.path)
     model = AutoModelForCausalLM.from_pretrained(prepared.path, dtype=torch.float32)
     name = f"base {prepared.model.key}"
@@ -157,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="gold answer lengths per task in the base's tokens (no model is run)")
     p.add_argument("--cap", type=int, default=1024, help="with --lengths: count answers over it")
     args = p.parse_args(argv)
-    if args.lengths:
-        return _lengths(args)
     try:
+        if args.lengths:
+            return _lengths(args)
         rows = extract_rows(Path(args.corpus), args.split, args.rows)
         model, tokenizer, name = load(args.run, args.base, args.threads)
     except (DiagnoseError, FileNotFoundError) as exc:
@@ -186,16 +186,9 @@ def _lengths(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
     from memworker import registry
-    from memworker.train import data as tdata
 
-    try:
-        if args.split not in SPLITS:
-            raise DiagnoseError(f"--split {args.split}: only {' or '.join(SPLITS)}")
-        rows = tdata.load_wire_rows(Path(args.corpus), args.split)
-        prepared = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE)
-    except (DiagnoseError, FileNotFoundError) as exc:
-        print(f"train/diagnose.py: {exc}", file=sys.stderr)
-        return 2
+    rows = split_rows(Path(args.corpus), args.split)
+    prepared = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE)
     rows = rows[:args.rows] if args.rows else rows
     found = answer_lengths(AutoTokenizer.from_pretrained(prepared.path), rows, args.cap)
     for task, f in found.items():
