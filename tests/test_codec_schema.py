@@ -61,7 +61,9 @@ def test_extract_quotes_are_whole_object_branches_per_citable_event():
     assert [b["properties"]["event"] for b in branches] == [{"const": 3}, {"const": 12}]
     for branch, text in zip(branches, [inputs["events"][0]["text"], inputs["events"][3]["text"]],
                             strict=True):
-        assert branch["required"] == ["event", "quote"] and branch["additionalProperties"] is False
+        assert branch["required"] == ["quote", "event"] and branch["additionalProperties"] is False
+        # the words first, then the event: the grammar leaves only the events holding them
+        assert list(branch["properties"]) == ["quote", "event"]
         assert branch["properties"]["quote"]["enum"] == candidate_spans(text)
     assert claim["properties"]["supersedes"]["items"] == {"enum": ["F1", "F2"]}
     assert claim["properties"]["supersedes"]["maxItems"] == 2

@@ -249,6 +249,32 @@ def test_gold_with_unlisted_quote_or_id_is_rejected():
         assert not matcher.accepts(dump_answer("extract", {"claims": [{**claim, key: bad}]}))
 
 
+def test_quote_comes_first_and_the_grammar_leaves_only_its_event():
+    """The model copies the words, then the grammar allows only the event(s) that hold them: a
+    student that named the event first wrote wrong indices and was then forced into that event's
+    spans (train/README "Decisions, not tokens")."""
+    inputs = {"episode_id": "e", "existing_facts": [],
+              "events": [{"index": 4, "role": "user", "timestamp": "2025-01-01T10:00:00Z",
+                          "trusted": True, "text": "I moved to Lisbon. Thanks!"},
+                         {"index": 6, "role": "user", "timestamp": "2025-01-01T10:05:00Z",
+                          "trusted": True, "text": "My sister Ana lives in Porto. Thanks!"}]}
+    matcher = Matcher(schema_to_gbnf(build_schema("extract", inputs)))
+    claim = {"quotes": [{"event": 4, "quote": "I moved to Lisbon."}],
+             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
+             "value": "Lisbon", "statement": "The user lives in Lisbon.", "kind": "fact",
+             "time_expression": None, "correction": False, "supersedes": [],
+             "confidence": "high"}
+    text = dump_answer("extract", {"claims": [claim]})
+    assert text.startswith('{"claims": [{"quotes": [{"quote": "I moved to Lisbon.", "event": 4}]')
+    assert matcher.accepts(text)
+    assert not matcher.accepts(text.replace('"event": 4', '"event": 6'))
+    # a span both events hold leaves both open
+    for index in (4, 6):
+        both = dump_answer("extract", {"claims": [
+            {**claim, "quotes": [{"event": index, "quote": "Thanks!"}]}]})
+        assert matcher.accepts(both)
+
+
 # --- the matcher itself ---------------------------------------------------------------------------
 
 def test_matcher_features_and_errors():

@@ -33,7 +33,7 @@ def test_dump_answer_uses_schema_key_order_and_default_separators():
     w = wire.to_wire("extract", {"claims": [CANONICAL_CLAIM]})
     shuffled = {"claims": [dict(reversed(list(w["claims"][0].items())))]}
     text = wire.dump_answer("extract", shuffled)
-    assert text.startswith('{"claims": [{"quotes": [{"event": 0, "quote": "My sister')
+    assert text.startswith('{"claims": [{"quotes": [{"quote": "My sister Ana visits next Friday.", "event": 0}]')
     keys = list(json.loads(text)["claims"][0])
     assert keys == wire.key_order("extract")["claim"]
     assert wire.dump_answer("reflect", {"insufficient_evidence": True, "citations": [],

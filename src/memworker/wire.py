@@ -5,7 +5,7 @@ claim differs from the canonical claim (schemas/extract_output.schema.json):
 
 | wire (generated)                              | canonical (what the store sees)                  |
 |-----------------------------------------------|--------------------------------------------------|
-| quotes: [{"event": 2, "quote": "…"}]           | source_indices: [2], quotes: ["…"] (parallel)    |
+| quotes: [{"quote": "…", "event": 2}]           | source_indices: [2], quotes: ["…"] (parallel)    |
 | time_expression: one detected in the events   | time_expression + date + date_precision, filled  |
 |   or null (never a date)                      |   by memworker.temporal from the event timestamp |
 | correction: bool                              | is_correction: bool                              |
@@ -86,7 +86,7 @@ def dump_answer(task: str, wire: dict[str, Any]) -> str:
 
 def claim_to_wire(claim: dict[str, Any]) -> dict[str, Any]:
     return {
-        "quotes": [{"event": i, "quote": q} for i, q in zip(claim["source_indices"], claim["quotes"], strict=True)],
+        "quotes": [{"quote": q, "event": i} for i, q in zip(claim["source_indices"], claim["quotes"], strict=True)],
         "subject": dict(claim["subject"]),
         "predicate": claim["predicate"],
         "value": claim["value"],

@@ -4,8 +4,11 @@
 consolidate_output, reflect_output) to this request (ARCHITECTURE decisions 4, 5 and 8):
 
 - **extract**: a quote is one `anyOf` branch per citable event, each a whole object
-  `{"event": {"const": i}, "quote": {"enum": candidate_spans(text_i)}}`; an event without a usable
-  span cannot be cited, and without any citable event `claims` has `maxItems: 0`. `supersedes`
+  `{"quote": {"enum": candidate_spans(text_i)}, "event": {"const": i}}`: the span comes first, so
+  the model copies words and the grammar then leaves only the event(s) holding them (a 135M
+  student that had to name the event before the words wrote the wrong index and the grammar then
+  forced a span of that wrong event: train/README "Decisions, not tokens"); an event without a
+  usable span cannot be cited, and without any citable event `claims` has `maxItems: 0`. `supersedes`
   items are an enum of the existing fact ids (none: `maxItems: 0`). `time_expression` is an enum of
   the expressions `memworker.temporal.find_expressions` detects in the events (only those that
   resolve against the event they occur in) plus null; with none detected it must be null.
@@ -186,8 +189,8 @@ def _extract(inputs: dict[str, Any], lim: Limits,
     spans, exprs = choices if choices is not None else _extract_choices(inputs)
     if spans:
         branches = [
-            {"type": "object", "additionalProperties": False, "required": ["event", "quote"],
-             "properties": {"event": {"const": index}, "quote": {"enum": choices}}}
+            {"type": "object", "additionalProperties": False, "required": ["quote", "event"],
+             "properties": {"quote": {"enum": choices}, "event": {"const": index}}}
             for index, choices in spans.items()
         ]
         n_pairs = sum(len(v) for v in spans.values())
