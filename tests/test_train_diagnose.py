@@ -78,3 +78,37 @@ def test_answer_lengths(tiny, tmp_path, capsys):
     assert f"train extract: {len(extract)} rows" in capsys.readouterr().out
     assert D.main(["--lengths", "--base", str(base), "--corpus", str(corpus),
                    "--split", "test"]) == 2
+
+
+def test_field_of_and_first_tokens():
+    answer = '{"claims": [{"quotes": [{"quote": "I moved.", "event": 3}], "predicate": "lives_in"}]}'
+    # token start offsets of a made-up tokenisation: '{"claims": [{"' 'quotes": [{"' 'quote": "'
+    # 'I' ' moved.' '", "' 'event": ' '3' '}], "' 'predicate": "' 'lives' '_in' '"}]}' end
+    pieces = ['{"claims": [{"', 'quotes": [{"', 'quote": "', "I", " moved.", '", "', 'event": ',
+              "3", '}], "', 'predicate": "', "lives", "_in", '"}]}']
+    assert "".join(pieces) == answer
+    offsets = [sum(len(p) for p in pieces[:k]) for k in range(len(pieces))] + [len(answer)]
+    fields = D.field_of(answer, offsets)
+    assert fields[3] == fields[4] == "quote" and fields[7] == "event"
+    assert fields[10] == fields[11] == "predicate" and fields[-1] == "end"
+    assert D.first_tokens(answer, offsets) == {0: "claims", 1: "quotes", 3: "quote", 7: "event",
+                                               10: "predicate"}
+
+
+def test_fields_mode_counts_every_answer_token(tiny, tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    from memworker.train import data as tdata
+
+    base, corpus = tiny
+    out = tmp_path / "fields.json"
+    assert D.main(["--fields", "--base", str(base), "--corpus", str(corpus), "--split", "train",
+                   "--rows", "2", "--json", str(out)]) == 0
+    fields = json.loads(out.read_text())["fields"]
+    tok = AutoTokenizer.from_pretrained(base)
+    rows = [r for r in tdata.load_wire_rows(corpus, "train") if r["task"] == "extract"][:2]
+    n = sum(tdata.encode_chat(tok, r["messages"], 1 << 20, "<|im_end|>").n_answer for r in rows)
+    assert sum(f["tokens"] for f in fields.values()) == n
+    for f in fields.values():
+        assert 0 <= f["right"] <= f["tokens"] and f["first_right"] <= f["first"]
+    assert "answer tokens right teacher-forced" in capsys.readouterr().out

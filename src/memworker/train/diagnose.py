@@ -17,6 +17,15 @@ must leave room for them.
 
     python train/diagnose.py --lengths --base smollm2-135m --split train --rows 0 --cap 512
 
+`--fields` scores the model teacher-forced on the gold answers instead: for every answer token
+whether its most likely token is the gold one, grouped by the JSON field the token belongs to
+(`quote`, `event`, `predicate`, `value`, `kind`, ...). The mean loss hides where a student errs:
+an adapter that memorised 8 rows (98 % of answer tokens right) still missed most event indices
+and predicates, the tokens that decide whether a claim is supported (train/README.md
+"Decisions, not tokens").
+
+    python train/diagnose.py --fields --run /tmp/ov/runs/coding --corpus /tmp/ov/corpus --split train --rows 8
+
 Rows are the split's first N extract rows in file order. Use the train or val split: the test
 split and the held-out rows are for evaluation only.
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,6 +118,76 @@ def answer_lengths(tokenizer: Any, rows: list[dict[str, Any]], cap: int) -> dict
     return out
 
 
+_KEY = re.compile(r'"(\w+)": ')
+
+
+def field_of(answer: str, offsets: list[int]) -> list[str]:
+    """The JSON field each token (by its start offset in `answer`) belongs to: the last key whose
+    value starts at or before it ("" before the first key, "end" for the end-of-turn token)."""
+    starts = [(m.end(), m.group(1)) for m in _KEY.finditer(answer)]
+    out = []
+    for off in offsets:
+        if off >= len(answer):
+            out.append("end")
+            continue
+        name = ""
+        for start, key in starts:
+            if start > off:
+                break
+            name = key
+        out.append(name)
+    return out
+
+
+def first_tokens(answer: str, offsets: list[int]) -> dict[int, str]:
+    """{token index: field} of the token holding the first character of each field's value (after
+    a string's opening quote): the token where the model commits to the value."""
+    out = {}
+    for m in _KEY.finditer(answer):
+        c = m.end() + (answer[m.end():m.end() + 1] == '"')
+        for k, off in enumerate(offsets):
+            end = offsets[k + 1] if k + 1 < len(offsets) else len(answer)
+            if off <= c < end:
+                out[k] = m.group(1)
+                break
+    return out
+
+
+def field_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]],
+                   end_of_turn: str) -> dict[str, dict[str, Any]]:
+    """{field: {tokens, right, accuracy, first, first_right}} of teacher-forced greedy predictions
+    on gold answers: every token of a field, and the first token of each of its values."""
+    import torch
+
+    from memworker.train.data import encode_chat
+
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        enc = encode_chat(tokenizer, row["messages"], 1 << 20, end_of_turn)
+        ids = enc.input_ids
+        start = enc.prompt_len
+        answer = row["messages"][-1]["content"]
+        offsets = [len(tokenizer.decode(ids[start:k], skip_special_tokens=True))
+                   for k in range(start, len(ids))]
+        fields = field_of(answer, offsets)
+        first = first_tokens(answer, offsets)
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+        pred = logits[start - 1:len(ids) - 1].argmax(-1).tolist()
+        for k, (field, p, gold) in enumerate(zip(fields, pred, ids[start:], strict=True)):
+            c = counts.setdefault(field, [0, 0, 0, 0])
+            c[0] += 1
+            c[1] += int(p == gold)
+            if k in first:
+                f = counts.setdefault(first[k], [0, 0, 0, 0])
+                f[2] += 1
+                f[3] += int(p == gold)
+    return {f: {"tokens": n, "right": r, "accuracy": round(r / n, 3) if n else None,
+                "first": n1, "first_right": r1,
+                "first_accuracy": round(r1 / n1, 3) if n1 else None}
+            for f, (n, r, n1, r1) in sorted(counts.items(), key=lambda kv: -kv[1][0])}
+
+
 def base_key(run: str | None, base: str | None) -> str | None:
     """The base a finished stage run was trained on (its receipt), else `base`."""
     if not run:
@@ -156,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", action="store_true",
                    help="gold answer lengths per task in the base's tokens (no model is run)")
     p.add_argument("--cap", type=int, default=1024, help="with --lengths: count answers over it")
+    p.add_argument("--fields", action="store_true",
+                   help="teacher-forced token accuracy per answer field instead of the fork")
     args = p.parse_args(argv)
     try:
         if args.lengths:
@@ -165,6 +247,26 @@ def main(argv: list[str] | None = None) -> int:
     except (DiagnoseError, FileNotFoundError) as exc:
         print(f"train/diagnose.py: {exc}", file=sys.stderr)
         return 2
+    if args.fields:
+        from memworker import registry
+
+        eot = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE,
+                               verify=False).model.end_of_turn
+        acc = field_accuracy(model, tokenizer, rows, eot)
+        print(f"{'field':<16} {'all tokens right':>22}   {'first token of a value right':>28}")
+        for field, f in acc.items():
+            first = (f"{f['first_right']:>6} / {f['first']:<6} {f['first_accuracy']:.3f}"
+                     if f["first"] else "")
+            print(f"{field or '(opening)':<16} {f['right']:>6} / {f['tokens']:<6} "
+                  f"{f['accuracy']:.3f}   {first}")
+        total = sum(f["tokens"] for f in acc.values())
+        right = sum(f["right"] for f in acc.values())
+        print(f"{name}, {args.split} split, {len(rows)} extract rows: {right} / {total} answer "
+              f"tokens right teacher-forced ({right / total:.3f})")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"model": name, "split": args.split,
+                                                   "fields": acc}, indent=1) + "\n", "utf-8")
+        return 0
     found = decision_rows(model, tokenizer, rows)
     for r in found:
         print(f"{r['id']:<32} {'no claims' if r['gold_empty'] else 'claims':<9} "
