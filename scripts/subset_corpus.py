@@ -20,8 +20,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from memworker.corpus.build import dump_manifest, verify_corpus
-from memworker.hashing import sha256_file, sha256_json
+from memworker.corpus.build import verify_corpus, write_manifest
+from memworker.hashing import sha256_file
 
 SPLITS = ("train", "val", "test")
 
@@ -57,9 +57,7 @@ def subset(corpus: Path, out: Path, task: str, rows: int, min_claims: int = 0,
     manifest = json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))
     manifest["files"] = {rel: sha256_file(out / rel) for rel in manifest["files"]}
     manifest["subset_of"] = {"corpus": str(corpus), "split": "train", "ids": ids}
-    manifest.pop("manifest_sha256", None)
-    manifest["manifest_sha256"] = sha256_json(manifest)
-    (out / "manifest.json").write_bytes(dump_manifest(manifest))
+    write_manifest(out, manifest)
     verify_corpus(out)
     return ids
 

@@ -218,6 +218,15 @@ def dump_manifest(manifest: dict[str, Any]) -> bytes:
     return (json.dumps(manifest, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
 
 
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Seal `manifest` (its `manifest_sha256` over everything else) and write it as
+    `folder/manifest.json` in the bytes `verify_corpus` expects; returns it."""
+    manifest.pop("manifest_sha256", None)
+    manifest["manifest_sha256"] = sha256_json(manifest)
+    (folder / MANIFEST).write_bytes(dump_manifest(manifest))
+    return manifest
+
+
 def generate_rows(domain: str, seed: int, episodes: int,
                   progress: bool = False) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """(every generated row, {family id: split}) before any audit, repair or exclusion."""
@@ -456,9 +465,7 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         "tokens": tokens,
         "teacher": teacher_report,
     }
-    manifest["manifest_sha256"] = sha256_json(manifest)
-    (out / MANIFEST).write_bytes(dump_manifest(manifest))
-    return manifest
+    return write_manifest(out, manifest)
 
 
 # -------------------------------------------------------------------------------- verify

@@ -73,10 +73,10 @@ import yaml
 from memworker import contracts, wire
 from memworker.corpus import audit as A
 from memworker.corpus.behaviours import BEHAVIOURS
-from memworker.corpus.build import MANIFEST, dump_manifest, split_counts, wire_row
+from memworker.corpus.build import split_counts, wire_row, write_manifest
 from memworker.corpus.coding import CODING
 from memworker.corpus.domains import GENERAL
-from memworker.hashing import sha256_file, sha256_json, write_jsonl
+from memworker.hashing import sha256_file, write_jsonl
 from memworker.spans import candidate_spans
 
 NATURAL_VERSION = "1.0.0"
@@ -486,9 +486,7 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
         "files": dict(sorted(files.items())),
         "tokens": tokens,
     }
-    manifest["manifest_sha256"] = sha256_json(manifest)
-    (out / MANIFEST).write_bytes(dump_manifest(manifest))
-    return manifest
+    return write_manifest(out, manifest)
 
 
 def audit_natural(path: str | Path) -> dict[str, Any]:

@@ -33,6 +33,7 @@ split and the held-out rows are for evaluation only.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import re
 import sys
@@ -124,18 +125,12 @@ _KEY = re.compile(r'"(\w+)": ')
 def field_of(answer: str, offsets: list[int]) -> list[str]:
     """The JSON field each token (by its start offset in `answer`) belongs to: the last key whose
     value starts at or before it ("" before the first key, "end" for the end-of-turn token)."""
-    starts = [(m.end(), m.group(1)) for m in _KEY.finditer(answer)]
+    keys = [(m.end(), m.group(1)) for m in _KEY.finditer(answer)]
+    starts = [start for start, _ in keys]
     out = []
     for off in offsets:
-        if off >= len(answer):
-            out.append("end")
-            continue
-        name = ""
-        for start, key in starts:
-            if start > off:
-                break
-            name = key
-        out.append(name)
+        k = bisect.bisect_right(starts, off) - 1
+        out.append("end" if off >= len(answer) else keys[k][1] if k >= 0 else "")
     return out
 
 
@@ -145,11 +140,8 @@ def first_tokens(answer: str, offsets: list[int]) -> dict[int, str]:
     out = {}
     for m in _KEY.finditer(answer):
         c = m.end() + (answer[m.end():m.end() + 1] == '"')
-        for k, off in enumerate(offsets):
-            end = offsets[k + 1] if k + 1 < len(offsets) else len(answer)
-            if off <= c < end:
-                out[k] = m.group(1)
-                break
+        if c < len(answer):
+            out[bisect.bisect_right(offsets, c) - 1] = m.group(1)
     return out
 
 
@@ -200,7 +192,8 @@ def base_key(run: str | None, base: str | None) -> str | None:
     return b["path"] if b.get("source") == "local" else b["key"]
 
 
-def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, Any, str]:
+def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, Any, str, str]:
+    """(model, tokenizer, name, the base's end-of-turn token)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -219,7 +212,7 @@ def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, A
         model = PeftModel.from_pretrained(model, str(adapter))
         name = f"{run} (adapter on {prepared.model.key})"
     model.eval()
-    return model, tokenizer, name
+    return model, tokenizer, name, prepared.model.end_of_turn
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,30 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.lengths:
             return _lengths(args)
         rows = extract_rows(Path(args.corpus), args.split, args.rows)
-        model, tokenizer, name = load(args.run, args.base, args.threads)
+        model, tokenizer, name, end_of_turn = load(args.run, args.base, args.threads)
     except (DiagnoseError, FileNotFoundError) as exc:
         print(f"train/diagnose.py: {exc}", file=sys.stderr)
         return 2
     if args.fields:
-        from memworker import registry
-
-        eot = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE,
-                               verify=False).model.end_of_turn
-        acc = field_accuracy(model, tokenizer, rows, eot)
-        print(f"{'field':<16} {'all tokens right':>22}   {'first token of a value right':>28}")
-        for field, f in acc.items():
-            first = (f"{f['first_right']:>6} / {f['first']:<6} {f['first_accuracy']:.3f}"
-                     if f["first"] else "")
-            print(f"{field or '(opening)':<16} {f['right']:>6} / {f['tokens']:<6} "
-                  f"{f['accuracy']:.3f}   {first}")
-        total = sum(f["tokens"] for f in acc.values())
-        right = sum(f["right"] for f in acc.values())
-        print(f"{name}, {args.split} split, {len(rows)} extract rows: {right} / {total} answer "
-              f"tokens right teacher-forced ({right / total:.3f})")
-        if args.json:
-            Path(args.json).write_text(json.dumps({"model": name, "split": args.split,
-                                                   "fields": acc}, indent=1) + "\n", "utf-8")
-        return 0
+        return _fields(args, rows, model, tokenizer, name, end_of_turn)
     found = decision_rows(model, tokenizer, rows)
     for r in found:
         print(f"{r['id']:<32} {'no claims' if r['gold_empty'] else 'claims':<9} "
@@ -281,6 +256,25 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"model": name, "split": args.split,
                                                "rows": found, "summary": summary}, indent=1)
                                    + "\n", "utf-8")
+    return 0
+
+
+def _fields(args: argparse.Namespace, rows: list[dict[str, Any]], model: Any, tokenizer: Any,
+            name: str, end_of_turn: str) -> int:
+    acc = field_accuracy(model, tokenizer, rows, end_of_turn)
+    print(f"{'field':<16} {'all tokens right':>22}   {'first token of a value right':>28}")
+    for field, f in acc.items():
+        first = (f"{f['first_right']:>6} / {f['first']:<6} {f['first_accuracy']:.3f}"
+                 if f["first"] else "")
+        print(f"{field or '(opening)':<16} {f['right']:>6} / {f['tokens']:<6} "
+              f"{f['accuracy']:.3f}   {first}")
+    total = sum(f["tokens"] for f in acc.values())
+    right = sum(f["right"] for f in acc.values())
+    print(f"{name}, {args.split} split, {len(rows)} extract rows: {right} / {total} answer "
+          f"tokens right teacher-forced ({right / total:.3f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": name, "split": args.split,
+                                               "fields": acc}, indent=1) + "\n", "utf-8")
     return 0
 
 
