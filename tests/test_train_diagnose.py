@@ -8,6 +8,7 @@ import json
 import pytest
 
 from memworker.train import diagnose as D
+from memworker.train.data import DECISION_FIELDS, value_starts
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_answer_lengths(tiny, tmp_path, capsys):
                    "--split", "test"]) == 2
 
 
-def test_field_of_and_first_tokens():
+def test_field_of_and_value_starts():
     answer = '{"claims": [{"quotes": [{"quote": "I moved.", "event": 3}], "predicate": "lives_in"}]}'
     # token start offsets of a made-up tokenisation: '{"claims": [{"' 'quotes": [{"' 'quote": "'
     # 'I' ' moved.' '", "' 'event": ' '3' '}], "' 'predicate": "' 'lives' '_in' '"}]}' end
@@ -91,8 +92,12 @@ def test_field_of_and_first_tokens():
     fields = D.field_of(answer, offsets)
     assert fields[3] == fields[4] == "quote" and fields[7] == "event"
     assert fields[10] == fields[11] == "predicate" and fields[-1] == "end"
-    assert D.first_tokens(answer, offsets) == {0: "claims", 1: "quotes", 3: "quote", 7: "event",
-                                               10: "predicate"}
+    assert value_starts(answer, offsets) == {0: "claims", 1: "quotes", 3: "quote", 7: "event",
+                                             10: "predicate"}
+    # the training weights' decision fields: the fork (the "[" token and the one after it; here
+    # one token), the quoted span and the predicate, not the event index or the list of quotes
+    assert value_starts(answer, offsets, DECISION_FIELDS) == {0: "claims", 3: "quote",
+                                                              10: "predicate"}
 
 
 def test_fields_mode_counts_every_answer_token(tiny, tmp_path, capsys):

@@ -246,3 +246,34 @@ def test_stage_runs_with_packing_and_upper_layers_through_the_command_line(work,
     general_a = json.loads(Path("runs/general-a/receipt.json").read_text())
     assert general_a["config"]["packing"] and general_a["result"]["tokens_this_session"] > 0
     assert general_a["result"]["shared_prefix_tokens_main_process"] > 0  # packed + shared
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_decision_weights_scale_their_tokens_in_every_collator(tiny_lora, share):
+    """Each answer token's cross-entropy times its weight, summed: the same under padding, a shared
+    opening and packing, and equal to a per-row reference; validation ignores the weights."""
+    rows = packed_rows()
+    g = torch.Generator().manual_seed(4)
+    for row in rows:
+        row["weights"] = [0.0 if x == tdata.IGNORE else float(torch.randint(1, 5, (1,),
+                                                                            generator=g))
+                          for x in row["labels"]]
+    tiny_lora.train()
+    reference = 0.0
+    with torch.no_grad():
+        for row in rows:
+            ids = torch.tensor([row["input_ids"]])
+            logits = tiny_lora(input_ids=ids).logits[0, :-1]
+            ce = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="none")
+            labelled = torch.tensor(row["labels"][1:]).ne(tdata.IGNORE)
+            reference += float((ce * torch.tensor(row["weights"][1:]))[labelled].sum())
+        losses = [float(loop.answer_loss(tiny_lora, c(rows), True)[0])
+                  for c in (tdata.PadCollator(pad_id=2, share_prefix=share, min_prefix=8),
+                            tdata.PackCollator(share_prefix=share, min_prefix=8))]
+        unweighted = float(loop.answer_loss(
+            tiny_lora, tdata.PadCollator(pad_id=2)([{k: v for k, v in r.items() if k != "weights"}
+                                                    for r in rows]), True)[0])
+        tiny_lora.eval()
+        evaluated = float(loop.answer_loss(tiny_lora, tdata.PadCollator(pad_id=2)(rows), True)[0])
+    assert losses == pytest.approx([reference] * 2, rel=1e-5)
+    assert evaluated == pytest.approx(unweighted, rel=1e-5) and reference > 1.5 * unweighted

@@ -66,6 +66,10 @@ class StageConfig:
     lr_scheduler: str = _f("cosine", "transformers scheduler name")
     warmup: float = _f(0.03, "warm-up: a ratio of all steps if < 1, else a number of steps")
     weight_decay: float = _f(0.0, "AdamW weight decay")
+    decision_weight: float = _f(1.0, "training-loss weight of the answer token where each "
+                                "decision field's value starts (quoted span, subject, predicate, "
+                                "value, a list's first item or its end; see train/data.py); "
+                                "1: the plain mean over answer tokens")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
                                "per batch (rows x longest row; packed: the sum of the rows' "
@@ -134,6 +138,8 @@ class StageConfig:
         if not re.fullmatch(r"all|upper:[1-9][0-9]*", self.lora_layers):
             problems.append(f"lora_layers must be all or upper:N (N ≥ 1), not "
                             f"{self.lora_layers!r}")
+        if self.decision_weight <= 0:
+            problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
         if self.learning_rate <= 0:
             problems.append(f"learning_rate must be > 0, not {self.learning_rate}")
         if problems:

@@ -35,10 +35,11 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from memworker.train.data import JSON_KEY
 
 PREFIX = '{"claims":'
 OPEN, CLOSE = '{"claims": [{', '{"claims": []}'
@@ -119,29 +120,15 @@ def answer_lengths(tokenizer: Any, rows: list[dict[str, Any]], cap: int) -> dict
     return out
 
 
-_KEY = re.compile(r'"(\w+)": ')
-
-
 def field_of(answer: str, offsets: list[int]) -> list[str]:
     """The JSON field each token (by its start offset in `answer`) belongs to: the last key whose
     value starts at or before it ("" before the first key, "end" for the end-of-turn token)."""
-    keys = [(m.end(), m.group(1)) for m in _KEY.finditer(answer)]
+    keys = [(m.end(), m.group(1)) for m in JSON_KEY.finditer(answer)]
     starts = [start for start, _ in keys]
     out = []
     for off in offsets:
         k = bisect.bisect_right(starts, off) - 1
         out.append("end" if off >= len(answer) else keys[k][1] if k >= 0 else "")
-    return out
-
-
-def first_tokens(answer: str, offsets: list[int]) -> dict[int, str]:
-    """{token index: field} of the token holding the first character of each field's value (after
-    a string's opening quote): the token where the model commits to the value."""
-    out = {}
-    for m in _KEY.finditer(answer):
-        c = m.end() + (answer[m.end():m.end() + 1] == '"')
-        if c < len(answer):
-            out[bisect.bisect_right(offsets, c) - 1] = m.group(1)
     return out
 
 
@@ -151,7 +138,7 @@ def field_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]],
     on gold answers: every token of a field, and the first token of each of its values."""
     import torch
 
-    from memworker.train.data import encode_chat
+    from memworker.train.data import answer_offsets, encode_chat, value_starts
 
     counts: dict[str, list[int]] = {}
     for row in rows:
@@ -159,10 +146,9 @@ def field_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]],
         ids = enc.input_ids
         start = enc.prompt_len
         answer = row["messages"][-1]["content"]
-        offsets = [len(tokenizer.decode(ids[start:k], skip_special_tokens=True))
-                   for k in range(start, len(ids))]
+        offsets = answer_offsets(tokenizer, ids[start:])
         fields = field_of(answer, offsets)
-        first = first_tokens(answer, offsets)
+        first = value_starts(answer, offsets)
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0]
         pred = logits[start - 1:len(ids) - 1].argmax(-1).tolist()

@@ -153,7 +153,9 @@ def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
     `keep[b, t]` marks the positions whose target is an answer token. A batch with `prefix_ids`
     (see data.PadCollator) runs that shared prefix once, then the suffixes on its KV cache; a
     packed batch (`packed_segments`, see data.PackCollator) is one sequence whose rows attend
-    only to themselves (and to the shared opening, segment 0)."""
+    only to themselves (and to the shared opening, segment 0). In training, a batch with
+    `loss_weights` (decision weights) sums each token's cross-entropy times its weight; the
+    normalisation stays the count of answer tokens."""
     labels = inputs["labels"]
     targets = labels[:, 1:]
     keep = torch.zeros_like(labels, dtype=torch.bool)
@@ -169,7 +171,12 @@ def answer_loss(model, inputs: dict[str, torch.Tensor], logits_only: bool):
     else:
         outputs = model(**kw)
         logits = outputs.logits[keep]
-    loss = functional.cross_entropy(logits.float(), targets[keep[:, :-1]], reduction="sum")
+    answer_targets = targets[keep[:, :-1]]
+    if "loss_weights" in inputs and model.training:  # decision weights (data.decision_weights)
+        per_token = functional.cross_entropy(logits.float(), answer_targets, reduction="none")
+        loss = (per_token * inputs["loss_weights"][:, 1:][keep[:, :-1]]).sum()
+    else:
+        loss = functional.cross_entropy(logits.float(), answer_targets, reduction="sum")
     return loss, outputs
 
 
@@ -470,7 +477,8 @@ def _encode_splits(cfg: StageConfig, base: PreparedBase, tokenizer, rows: dict[s
     """((train encodings, stats), (val encodings, stats)); rows over max_length are excluded
     and counted, and a split left empty stops the run."""
     eot = base.model.end_of_turn
-    train_enc, train_stats = tdata.encode_rows(tokenizer, rows["train"], cfg.max_length, eot)
+    train_enc, train_stats = tdata.encode_rows(tokenizer, rows["train"], cfg.max_length, eot,
+                                               cfg.decision_weight)
     val_enc, val_stats = tdata.encode_rows(tokenizer, rows["val"], cfg.max_length, eot)
     if not train_enc or not val_enc:
         raise RunError(f"stage {cfg.name}: every {'train' if not train_enc else 'val'} row is "
