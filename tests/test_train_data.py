@@ -136,8 +136,8 @@ def test_training_builds_a_missing_corpus_through_memworker_corpus(tmp_path, mon
 
 def test_decision_weights_mark_where_values_start(smol_tok):
     """On the embedded tokenizer: the fork after "claims": [ , the first token of the quoted span,
-    of the subject's name, the predicate and the value weigh `weight`; every other answer token 1
-    and the prompt 0. An empty answer weighs only its fork."""
+    of the subject's name, the predicate, the value and the kind weigh `weight`; every other
+    answer token 1 and the prompt 0. An empty answer weighs only its fork."""
     import bisect
 
     answer = ('{"claims": [{"quotes": [{"quote": "I moved to Lisbon", "event": 0}], '
@@ -153,10 +153,10 @@ def test_decision_weights_mark_where_values_start(smol_tok):
                        for k in range(len(offsets))]
     fork = answer.index("[{")
     chars = [fork, fork + 1] + [answer.index(s) for s in ('I moved', 'Ana"', 'lives_in',
-                                                          'Lisbon", "kind')]
+                                                          'Lisbon", "kind', 'fact"}')]
     expected = sorted({bisect.bisect_right(offsets, c) - 1 for c in chars})
     assert sorted(k - start for k, w in enumerate(weights) if w == 4.0) == expected
-    assert len(expected) >= 5  # the span, name, predicate and value tokens are distinct
+    assert len(expected) >= 6  # the span, name, predicate, value and kind tokens are distinct
     empty = tdata.encode_chat(smol_tok, chat('{"claims": []}'), 4096, EOT)
     ew = tdata.decision_weights(smol_tok, empty, '{"claims": []}', 4.0)
     assert 1 <= ew.count(4.0) <= 2 and ew[empty.prompt_len:].count(1.0) >= 2

@@ -8,8 +8,8 @@ end-of-turn token (`<|im_end|>`). Whatever the template appends after it (a newl
 Rows longer than `max_length` are excluded and counted, never truncated.
 
 Decision weights (`decision_weight` ≠ 1, train split only): the answer token where each value of
-a decision field starts (`DECISION_FIELDS`: which span is quoted, whose subject, which predicate
-and value, whether a list opens or stays empty) counts `decision_weight` times in the training
+a decision field starts (`DECISION_FIELDS`: which span is quoted, whose subject, which predicate,
+value and kind, whether it corrects, whether a list opens or stays empty) counts `decision_weight` times in the training
 loss; every other answer token counts once. An extract answer is ~570 tokens of which ~5 % decide
 whether a claim is supported (train/README.md "Decisions, not tokens"); the mean loss hardly sees
 them. Validation loss stays the plain mean, comparable across runs.
@@ -154,10 +154,13 @@ def encode_chat(tokenizer, messages: list[dict[str, str]], max_length: int,
 
 JSON_KEY = re.compile(r'"(\w+)": ')
 #: fields whose first value token is a decision; a list-valued one also marks the token after
-#: its "[" (the fork: a first item or an empty list)
-DECISION_FIELDS = ("claims", "quote", "name", "predicate", "value", "observations", "supports",
-                   "answer", "citations", "insufficient_evidence")
-_LISTS = ("claims", "observations", "supports", "citations")
+#: its "[" (the fork: a first item or an empty list). `kind`, `correction` and `supersedes` are
+#: graded (a plan, belief or retraction must say so; corrections): weighting only the others made
+#: an overfit adapter lose them (train/README.md "Decision weights")
+DECISION_FIELDS = ("claims", "quote", "name", "predicate", "value", "kind", "correction",
+                   "supersedes", "observations", "supports", "answer", "citations",
+                   "insufficient_evidence")
+_LISTS = ("claims", "supersedes", "observations", "supports", "citations")
 
 
 def answer_offsets(tokenizer, answer_ids: list[int]) -> list[int]:
