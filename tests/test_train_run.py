@@ -96,6 +96,15 @@ def test_general_runs_its_missing_parents_first_and_records_lineage(work, assets
         assert Path(f"receipts/{name}-receipt.json").is_file()
 
 
+def test_parent_run_is_the_parent_and_no_stage_runs_on_its_behalf(work, assets, capsys):
+    assert train("coding", assets["base"], "--runs-dir", "elsewhere") == 0
+    assert train("general-a", assets["base"], "--parent-run", "elsewhere/coding") == 0
+    assert "has no finished run" not in capsys.readouterr().out
+    assert not Path("runs/coding").exists()  # the chain did not rebuild the parent
+    assert receipt("general-a")["parent"]["receipt_sha256"] == sha256_file(
+        "elsewhere/coding/receipt.json")
+
+
 def test_missing_parent_is_refused_with_the_command_when_asked(work, assets, capsys):
     assert train("general-a", assets["base"], "--no-parents") == 2
     err = capsys.readouterr().err

@@ -302,7 +302,9 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
 
     inherited = {k: v for k, v in overrides.items() if k in tconfig.INHERITED_FLAGS}
     target = tconfig.load_stage(args.stage, args.profile, overrides)
-    chain = _lineage(target.parent, args.profile, inherited) if target.parent else []
+    # --parent-run names the parent's finished run: its own ancestors are not this run's concern
+    chain = (_lineage(target.parent, args.profile, inherited)
+             if target.parent and not args.parent_run else [])
     chain.append(target)
     if any(cfg.base != target.base for cfg in chain):
         raise tconfig.ConfigError("every stage of a chain must use the same base; pass --base")
