@@ -277,3 +277,31 @@ def test_decision_weights_scale_their_tokens_in_every_collator(tiny_lora, share)
         evaluated = float(loop.answer_loss(tiny_lora, tdata.PadCollator(pad_id=2)(rows), True)[0])
     assert losses == pytest.approx([reference] * 2, rel=1e-5)
     assert evaluated == pytest.approx(unweighted, rel=1e-5) and reference > 1.5 * unweighted
+
+
+def test_epoch_loss_scale_divides_every_step_by_one_constant(tiny_lora):
+    """loss_scale "epoch": a step's summed answer loss over the epoch's mean answer tokens per
+    step, whatever the step holds; "batch" divides by the step's own answer tokens."""
+    from types import SimpleNamespace
+
+    from memworker.train.config import StageConfig
+
+    enc = [tdata.Encoded([1] * 10, [tdata.IGNORE] * (10 - n) + [1] * n) for n in (2, 4, 6, 8, 10)]
+    cfg = StageConfig(name="t", loss_scale="epoch", batch_size=2, grad_accum=2)
+    assert loop.step_tokens(cfg, enc, None) == pytest.approx(30 * 2 / 3)  # 3 micro-batches
+    sampler = tdata.TaskBatchSampler(["x"] * 5, [10] * 5, 1, 13)
+    assert loop.step_tokens(cfg, enc, sampler) == pytest.approx(30 * 2 / 5)
+    assert loop.step_tokens(StageConfig(name="t", batch_size=2), enc, None) == 0.0
+    rows = packed_rows()
+    inputs = tdata.PadCollator(pad_id=2)(rows)
+    tiny_lora.train()
+    with torch.no_grad():
+        summed = float(loop.answer_loss(tiny_lora, inputs, True)[0])
+        for scale, expected in ((7.5, summed / 7.5), (0.0, summed / 22)):
+            fake = SimpleNamespace(rows_seen=0, answer_logits_only=True, step_tokens=scale,
+                                   shared_prefix_tokens=0, _record_metrics=lambda *a: None,
+                                   args=SimpleNamespace(average_tokens_across_devices=False),
+                                   accelerator=SimpleNamespace(num_processes=1))
+            loss = loop.AnswerOnlySFTTrainer.compute_loss(fake, tiny_lora, dict(inputs),
+                                                          num_items_in_batch=torch.tensor(22))
+            assert float(loss) == pytest.approx(expected, rel=1e-5)

@@ -70,6 +70,11 @@ class StageConfig:
                                 "decision field's value starts (quoted span, subject, predicate, "
                                 "value, a list's first item or its end; see train/data.py); "
                                 "1: the plain mean over answer tokens")
+    loss_scale: str = _f("batch", "what a training step's summed answer-token loss is divided "
+                         "by: batch (its own answer tokens: a token of a short batch weighs more "
+                         "than one of a long batch) | epoch (the mean answer tokens per step "
+                         "over the epoch's batch plan: every answer token weighs the same in "
+                         "every step; train/README.md \"The fork is set by batch lengths\")")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
                                "per batch (rows x longest row; packed: the sum of the rows' "
@@ -138,6 +143,8 @@ class StageConfig:
         if not re.fullmatch(r"all|upper:[1-9][0-9]*", self.lora_layers):
             problems.append(f"lora_layers must be all or upper:N (N ≥ 1), not "
                             f"{self.lora_layers!r}")
+        if self.loss_scale not in ("batch", "epoch"):
+            problems.append(f"loss_scale must be batch or epoch, not {self.loss_scale!r}")
         if self.decision_weight <= 0:
             problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
         if self.learning_rate <= 0:

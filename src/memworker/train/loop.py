@@ -75,7 +75,7 @@ class AnswerOnlySFTTrainer(SFTTrainer):
     loss_is_scaled_for_ga = True
 
     def __init__(self, *args: Any, answer_logits_only: bool = True,
-                 batch_sampler: Any = None, **kwargs: Any):
+                 batch_sampler: Any = None, step_tokens: float = 0.0, **kwargs: Any):
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # TRL pings the hub otherwise
         model = kwargs["model"] if "model" in kwargs else args[0]
         dtypes = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad}
@@ -87,6 +87,7 @@ class AnswerOnlySFTTrainer(SFTTrainer):
                 param.data = param.data.to(dtypes[name])
         self.answer_logits_only = answer_logits_only
         self.batch_sampler = batch_sampler
+        self.step_tokens = step_tokens  # > 0: loss_scale "epoch" (see StageConfig.loss_scale)
         self.rows_seen = 0
 
     def get_train_dataloader(self):
@@ -130,6 +131,8 @@ class AnswerOnlySFTTrainer(SFTTrainer):
             loss = loss / inputs["labels"][:, 1:].ne(tdata.IGNORE).sum().clamp(min=1)
             if model.training:
                 loss = loss / self.current_gradient_accumulation_steps
+        elif self.step_tokens:  # every answer token weighs the same in every step
+            loss = loss / self.step_tokens
         else:  # training: normalised over the whole accumulated (and multi-process) batch
             loss = loss / num_items_in_batch
             if self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
@@ -512,6 +515,7 @@ def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, trai
     """The TRL trainer, with one-task batches sharing their prompt opening when share_prefix
     (packed into one sequence when packing)."""
     cfg = req.cfg
+    sampler = make_batch_sampler(cfg, train_enc)
     return AnswerOnlySFTTrainer(
         model=model,
         args=training_args(cfg, device, req.paths.checkpoints),
@@ -521,8 +525,18 @@ def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, trai
         processing_class=tokenizer,
         callbacks=[clock, *req.callbacks],
         answer_logits_only=cfg.answer_logits_only,
-        batch_sampler=make_batch_sampler(cfg, train_enc),
+        batch_sampler=sampler,
+        step_tokens=step_tokens(cfg, train_enc, sampler),
     )
+
+
+def step_tokens(cfg: StageConfig, train_enc: list, sampler: Any) -> float:
+    """loss_scale "epoch": the mean answer tokens of one optimizer step over an epoch's batch
+    plan (per process), the constant each step's summed loss is divided by; 0.0 for "batch"."""
+    if cfg.loss_scale != "epoch":
+        return 0.0
+    batches = len(sampler) if sampler is not None else -(-len(train_enc) // cfg.batch_size)
+    return sum(e.n_answer for e in train_enc) * cfg.grad_accum / max(batches, 1)
 
 
 def _session_result(trainer: AnswerOnlySFTTrainer, clock: _Clock, device: tmodel.Device,
