@@ -68,7 +68,8 @@ class StageConfig:
     weight_decay: float = _f(0.0, "AdamW weight decay")
     decision_weight: float = _f(1.0, "training-loss weight of the answer token where each "
                                 "decision field's value starts (quoted span, subject, predicate, "
-                                "value, a list's first item or its end; see train/data.py); "
+                                "value, kind, correction, a list's first item or its end; see "
+                                "memworker/train/data.py); "
                                 "1: the plain mean over answer tokens")
     loss_scale: str = _f("batch", "what a training step's summed answer-token loss is divided "
                          "by: batch (its own answer tokens: a token of a short batch weighs more "

@@ -9,10 +9,11 @@ Rows longer than `max_length` are excluded and counted, never truncated.
 
 Decision weights (`decision_weight` ≠ 1, train split only): the answer token where each value of
 a decision field starts (`DECISION_FIELDS`: which span is quoted, whose subject, which predicate,
-value and kind, whether it corrects, whether a list opens or stays empty) counts `decision_weight` times in the training
-loss; every other answer token counts once. An extract answer is ~570 tokens of which ~5 % decide
-whether a claim is supported (train/README.md "Decisions, not tokens"); the mean loss hardly sees
-them. Validation loss stays the plain mean, comparable across runs.
+value and kind, whether it corrects, whether a list opens or stays empty) counts
+`decision_weight` times in the training loss; every other answer token counts once. An extract
+answer is ~570 tokens of which ~6.5 % decide whether a claim is supported (train/README.md
+"Decisions, not tokens"); the mean loss hardly sees them. Validation loss stays the plain mean,
+comparable across runs.
 """
 
 from __future__ import annotations
