@@ -4,15 +4,29 @@
 #   -> export of base and student (Q8_0) -> matched evaluation (held-out 64 rows, natural set,
 #   test split) -> live acceptance -> executed notebook -> README results block -> verify.
 #
-#   bash scripts/release.sh                # every step resumes: rerun the same command after an
-#                                          # interruption (finished stages, rows and scenarios
-#                                          # are not redone)
-#   SKIP_TEST_BASE=1 bash scripts/release.sh   # the test split without the base arm (see below)
+#   bash scripts/release.sh                  # every step in order: train heldout natural test
+#                                            # live finish
+#   bash scripts/release.sh heldout natural  # only the steps named (any order is run in the one
+#                                            # above)
+#   SKIP_TEST_BASE=1 bash scripts/release.sh test   # the test split without the base arm
+#
+# The whole run is longer than one sitting on 2 cores (training ~2 h; the base arm runs most
+# extract calls to the cap: ~45 min on the held-out rows, ~85 min on the natural set), so it is
+# built to span sittings and lose nothing:
+# - `train` copies the student's PEFT adapter (3 files, ~5 MB) to receipts/adapter/, beside the
+#   stage receipts it belongs to; commit both.
+# - Every later step first rebuilds release/ when it is missing (a fresh checkout): it exports the
+#   committed adapter and the base again and refuses to go on unless both GGUFs have the sha256
+#   the committed SHA256SUMS names (the export is deterministic), then merges the committed
+#   evaluations back into the new release receipt.
+# - Each evaluation keeps its samples in receipts/eval/<set>/ and live acceptance its results in
+#   receipts/live/ (commit them): a later sitting resumes where the last one stopped, and
+#   eval/run.py / eval/live.py refuse to mix in samples made with another model, sampler or
+#   prompt. Every step resumes after an interruption too: rerun the same command.
 #
 # Every model arm gets the same sampler: temperature 0, seed 0, grammar on, n_ctx 4096,
 # max tokens 1024 (above the longest gold answer of the train split, 858 tokens: see
-# EVAL_MAX_TOKENS in src/memworker/train/cli.py), one llama.cpp thread (THREADS below). The base
-# arm runs most extract calls to the cap, so it dominates the evaluation time.
+# EVAL_MAX_TOKENS in src/memworker/train/cli.py), one llama.cpp thread (THREADS below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,35 +35,106 @@ CAP=1024  # = EVAL_MAX_TOKENS (tests/test_eval_cap.py)
 BASE=release/base-q8_0.gguf
 STUDENT=release/memworker-smollm2-135m-general-q8_0.gguf
 RECEIPT=receipts/release-receipt.json
+ADAPTER=receipts/adapter
+SETS=(heldout natural test)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+ALL=(train heldout natural test live finish)
+WANT=("$@")
+[ ${#WANT[@]} -eq 0 ] && WANT=("${ALL[@]}")
+for w in "${WANT[@]}"; do
+    case " ${ALL[*]} " in *" $w "*) ;; *) echo "release.sh: unknown step '$w' (steps: ${ALL[*]})" >&2; exit 2;; esac
+done
+wants() { case " ${WANT[*]} " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
 
-step "train coding -> general-a -> general (profile cpu-release), export base + student"
-python train/run.py --stage general --profile cpu-release --no-eval
+arms_of() {  # the arms evaluated on a set
+    if [ "$1" = test ] && [ -n "${SKIP_TEST_BASE:-}" ]; then
+        echo "--arm student=$STUDENT --arm rules"
+    else
+        echo "--arm base=$BASE --arm student=$STUDENT --arm rules"
+    fi
+}
+corpus_of() { [ "$1" = natural ] && echo "" || echo "--corpus data/corpus"; }
 
-step "held-out set (64 rows): base, student, rules"
-python eval/run.py --arm base=$BASE --arm student=$STUDENT --arm rules --set heldout \
-    --corpus data/corpus --max-tokens $CAP --threads "$THREADS" --out runs/eval/heldout \
-    --into-receipt $RECEIPT --release release
+merge_committed() {  # fold every committed evaluation back into the release receipt
+    local set
+    for set in "${SETS[@]}"; do
+        [ -s "receipts/eval/$set/samples.jsonl" ] || continue
+        # shellcheck disable=SC2046
+        python eval/run.py $(arms_of "$set") --set "$set" $(corpus_of "$set") --no-run \
+            --max-tokens $CAP --threads "$THREADS" --out "receipts/eval/$set" --no-progress \
+            --no-plots --into-receipt $RECEIPT --release release
+    done
+}
 
-step "natural set (hand-written, 222 rows): base, student, rules"
-python eval/run.py --arm base=$BASE --arm student=$STUDENT --arm rules --set natural \
-    --max-tokens $CAP --threads "$THREADS" --out runs/eval/natural \
-    --into-receipt $RECEIPT --release release
+ensure_corpus() {
+    [ -f data/corpus/manifest.json ] || python corpus/build.py --out data/corpus --seed 13
+}
 
-step "test split (585 rows)"
-TEST_ARMS=(--arm student=$STUDENT --arm rules)
-if [ -z "${SKIP_TEST_BASE:-}" ]; then TEST_ARMS=(--arm base=$BASE "${TEST_ARMS[@]}"); fi
-python eval/run.py "${TEST_ARMS[@]}" --set test --corpus data/corpus --max-tokens $CAP \
-    --threads "$THREADS" --out runs/eval/test --into-receipt $RECEIPT --release release
+ensure_release() {  # release/ from the committed adapter and stage receipts, byte for byte
+    [ -f "$STUDENT" ] && [ -f "$BASE" ] && return 0
+    step "rebuild release/ from $ADAPTER and receipts/general-receipt.json"
+    [ -f "$ADAPTER/adapter_model.safetensors" ] || {
+        echo "release.sh: no $ADAPTER: run the train step first" >&2; exit 2; }
+    ensure_corpus
+    local sums
+    sums=$(mktemp)
+    cp SHA256SUMS "$sums"
+    if [ ! -f runs/general/receipt.json ]; then
+        mkdir -p runs/general
+        cp receipts/general-receipt.json runs/general/receipt.json
+        rm -rf runs/general/adapter && cp -r "$ADAPTER" runs/general/adapter
+    fi
+    python export/run.py --run runs/general --with-base --out release --force
+    local gguf want have
+    for gguf in "$BASE" "$STUDENT"; do
+        want=$(awk -v f="$gguf" '$2 == f {print $1}' "$sums")
+        have=$(sha256sum "$gguf" | cut -d' ' -f1)
+        if [ -z "$want" ] || [ "$want" != "$have" ]; then
+            echo "release.sh: rebuilt $gguf has sha256 $have, the committed SHA256SUMS says" \
+                 "'${want:-nothing}': not the evaluated model; stopping" >&2
+            cp "$sums" SHA256SUMS
+            exit 1
+        fi
+    done
+    rm -f "$sums"
+    merge_committed
+}
 
-step "live acceptance: base, student, rules"
-python eval/live.py --arm base=$BASE --arm student=$STUDENT --arm rules --max-tokens $CAP \
-    --threads "$THREADS" --out runs/live
-cp runs/live/summary.json receipts/live-summary.json
+evaluate() {  # evaluate SET: every arm, samples kept in receipts/eval/SET
+    local set=$1
+    step "$set: $(arms_of "$set")"
+    # shellcheck disable=SC2046
+    python eval/run.py $(arms_of "$set") --set "$set" $(corpus_of "$set") --max-tokens $CAP \
+        --threads "$THREADS" --out "receipts/eval/$set" --no-progress --no-plots \
+        --into-receipt $RECEIPT --release release
+}
 
-step "notebook, README results block, verify"
-python notebooks/build.py
-python eval/results.py --write README.md
-python export/verify.py release
+if wants train; then
+    step "train coding -> general-a -> general (profile cpu-release), export base + student"
+    python train/run.py --stage general --profile cpu-release --no-eval
+    rm -rf "$ADAPTER" && cp -r runs/general/adapter "$ADAPTER"
+fi
+
+for set in "${SETS[@]}"; do
+    if wants "$set"; then ensure_corpus; ensure_release; evaluate "$set"; fi
+done
+
+if wants live; then
+    ensure_corpus; ensure_release
+    step "live acceptance: base, student, rules"
+    python eval/live.py --arm base=$BASE --arm student=$STUDENT --arm rules --max-tokens $CAP \
+        --threads "$THREADS" --out receipts/live
+    cp receipts/live/summary.json receipts/live-summary.json
+fi
+
+if wants finish; then
+    ensure_corpus; ensure_release
+    step "every committed evaluation into the receipt; notebook, README results block, verify"
+    merge_committed
+    python notebooks/build.py
+    python eval/results.py --write README.md
+    python export/verify.py release
+fi

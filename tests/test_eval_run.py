@@ -129,6 +129,44 @@ def test_run_interrupt_resume_summary_and_receipt(tiny_corpus, tmp_path):
     assert f"`never` 0/{len(rows)}" in (out / "report.md").read_text()
 
 
+def test_samples_join_only_the_configuration_and_models_they_were_made_with(tiny_corpus,
+                                                                             tmp_path, capsys):
+    """A release's evaluation can span sessions (scripts/release.sh keeps each set's samples in
+    receipts/eval/<set>): a later invocation adds arms and rows, but never mixes in samples made
+    with another sampler or another model under the same arm name."""
+    from memworker.eval.cli import continue_config
+
+    out = tmp_path / "run"
+    common = ["--set", "test", "--corpus", str(tiny_corpus), "--out", str(out), "--resamples",
+              "50", "--no-plots", "--no-progress"]
+    assert main(["--arm", "rules", "--limit", "2", *common]) == 0
+    # more rows and another arm join the same folder; the first arm stays recorded
+    assert main(["--arm", "again=rules", "--limit", "3", *common]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["arms"] == {"rules": "rules", "again": "rules"}
+    # another sampler (a different cap) is refused before anything runs
+    lines = (out / runner.SAMPLES).read_bytes()
+    assert main(["--arm", "rules", "--max-tokens", "99", *common]) == 2
+    assert "another sampler" in capsys.readouterr().err
+    assert (out / runner.SAMPLES).read_bytes() == lines
+
+    # an arm whose model bytes changed is refused; a new arm name or a fresh folder is not
+    before = {**config, "arms": {**config["arms"], "student": "release/s.gguf"},
+              "gguf": {"student": {"path": "release/s.gguf", "sha256": "aa" * 32}}}
+    (out / "config.json").write_text(json.dumps(before), "utf-8")
+    with open(out / runner.SAMPLES, "ab") as fh:
+        fh.write(json.dumps({"arm": "student", "id": "x"}).encode() + b"\n")
+    now = {**config, "arms": {"student": "release/s.gguf"},
+           "gguf": {"student": {"path": "release/s.gguf", "sha256": "bb" * 32}}}
+    with pytest.raises(runner.EvalError, match="another model for arm 'student'"):
+        continue_config(out, now)
+    same = {**now, "gguf": {"student": {"path": "release/s.gguf", "sha256": "aa" * 32}}}
+    assert continue_config(out, same)["arms"] == before["arms"]
+    other = {**now, "arms": {"student2": "release/s.gguf"}}
+    assert set(continue_config(out, other)["arms"]) == {"rules", "again", "student", "student2"}
+    assert continue_config(tmp_path / "empty", now) == now
+
+
 def test_receipt_must_exist(tmp_path):
     with pytest.raises(FileNotFoundError, match="build the release receipt"):
         merge_into_receipt(tmp_path / "none.json", "heldout", {})

@@ -73,6 +73,44 @@ def _corpus_identity(corpus: Path) -> dict[str, Any]:
             "heldout_sha256": manifest.get("files", {}).get("heldout.jsonl")}
 
 
+#: what must be the same for samples already in an output folder to be resumed or joined
+_SAME = ("set", "corpus", "sampler", "prompt_sha256")
+
+
+def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The configuration to record in `out` when this invocation adds to the samples already
+    there (another session, another arm): refuses when the set, corpus, sampler or prompts
+    differ, or when an arm that has samples in `out` now names another model (a GGUF with other
+    bytes, another spec); arms recorded before and not given now are kept."""
+    path = out / "config.json"
+    have = {s["arm"] for s in runner.read_samples(out / runner.SAMPLES)}
+    if not have or not path.is_file():
+        return config
+    before = json.loads(path.read_text("utf-8"))
+    where = f"{out} holds samples made with"
+    for key in _SAME:
+        if key == "corpus":
+            mine, theirs = (config[key].get("manifest_sha256"),
+                            before.get(key, {}).get("manifest_sha256"))
+        else:
+            mine, theirs = config[key], before.get(key)
+        if mine != theirs:
+            raise EvalError(f"{where} another {key} ({theirs!r}, now {mine!r}): use another "
+                            "--out, or remove the folder to start over")
+    for name in sorted(have & set(config["arms"])):
+        old_spec, old_gguf = before.get("arms", {}).get(name), before.get("gguf", {}).get(name)
+        new_gguf = config["gguf"].get(name)
+        if old_spec != config["arms"][name] or (old_gguf or {}).get("sha256") != \
+                (new_gguf or {}).get("sha256"):
+            raise EvalError(
+                f"{where} another model for arm {name!r} ({old_spec}, sha256 "
+                f"{(old_gguf or {}).get('sha256')}; now {config['arms'][name]}, sha256 "
+                f"{(new_gguf or {}).get('sha256')}): name the arm differently, or remove its "
+                "samples to run it again")
+    return {**config, "arms": {**before.get("arms", {}), **config["arms"]},
+            "gguf": {**before.get("gguf", {}), **config["gguf"]}}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -107,6 +145,7 @@ def _main(args: argparse.Namespace) -> int:
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
     if not args.no_run:
+        config = continue_config(out, config)
         write_json(out / "config.json", config)
     elif (out / "config.json").is_file():   # the configuration the samples were made with
         config = {**json.loads((out / "config.json").read_text("utf-8")),
