@@ -187,6 +187,16 @@ def test_errors_say_what_to_do(receipts, tmp_path, capsys):
     assert "results markers" in capsys.readouterr().err
     assert R.main(["--receipts", str(tmp_path / "nope")]) == 2
     assert "export a release first" in capsys.readouterr().err
+    broken = _with_sets(receipts, tmp_path, ["heldout"])
+    assert R.main(["--receipts", str(broken)]) == 2
+    assert "not a mapping" in capsys.readouterr().err
+
+
+def test_an_unevaluated_release_says_so_and_shows_no_figures(receipts, tmp_path, capsys):
+    """A release exported and not yet evaluated (scripts/release.sh spans sittings) gets a block
+    that names it and says there are no figures yet, never a stale table."""
     empty = _with_sets(receipts, tmp_path, {})
-    assert R.main(["--receipts", str(empty)]) == 2
-    assert "--into-receipt" in capsys.readouterr().err
+    assert R.main(["--receipts", str(empty)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Release `") and "**Not evaluated yet.**" in out
+    assert "|" not in out and "targets" not in out

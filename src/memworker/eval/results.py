@@ -313,13 +313,21 @@ def release_line(receipt: dict[str, Any]) -> str:
             f"{', '.join(trained) or '?'}).")
 
 
+NOT_EVALUATED = ("**Not evaluated yet.** The release receipt holds no evaluation: this release "
+                 "is exported and its evaluation is in progress (`bash scripts/release.sh "
+                 "heldout natural test live finish`, which spans sittings; each set joins the "
+                 "receipt when it is complete). Until then there are no figures to show; those "
+                 "of earlier releases are in git history.")
+
+
 def render(receipts_dir: str | Path = "receipts") -> str:
     """The results block (without the marker lines) from the receipts folder."""
     receipt, live = load(receipts_dir)
     evaluation = receipt.get("evaluation")
-    if not isinstance(evaluation, dict) or not evaluation:
-        raise ResultsError(f"{Path(receipts_dir) / RELEASE} holds no evaluation: run "
-                           "`python eval/run.py … --into-receipt receipts/release-receipt.json`")
+    if evaluation is not None and not isinstance(evaluation, dict):
+        raise ResultsError(f"{Path(receipts_dir) / RELEASE}: `evaluation` is not a mapping")
+    if not evaluation:   # exported, not evaluated yet: say so rather than show old figures
+        return "\n".join([release_line(receipt), "", NOT_EVALUATED]) + "\n"
     lines = [release_line(receipt), "",
              "Cells: value [95 % bootstrap interval over episodes] (numerator/denominator: "
              "rows, or claims and facts for extract support and coverage); failed rows count "
