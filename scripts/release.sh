@@ -16,9 +16,11 @@
 # - `train` copies the student's PEFT adapter (3 files, ~5 MB) to receipts/adapter/, beside the
 #   stage receipts it belongs to; commit both.
 # - Every later step first rebuilds release/ when it is missing (a fresh checkout): it exports the
-#   committed adapter and the base again and refuses to go on unless both GGUFs have the sha256
-#   the committed SHA256SUMS names (the export is deterministic), then merges the committed
-#   evaluations back into the new release receipt.
+#   committed adapter and the base again and, once anything has been evaluated, refuses to go on
+#   unless both GGUFs have the sha256 the committed SHA256SUMS names (the merge is floating point:
+#   another CPU may round a few weights differently; before any evaluation the rebuilt release
+#   simply replaces the committed one), then merges the committed evaluations back into the new
+#   release receipt.
 # - Each evaluation keeps its samples in receipts/eval/<set>/ and live acceptance its results in
 #   receipts/live/ (commit them): a later sitting resumes where the last one stopped, and
 #   eval/run.py / eval/live.py refuse to mix in samples made with another model, sampler or
@@ -59,11 +61,17 @@ arms_of() {  # the arms evaluated on a set
 corpus_of() { [ "$1" = natural ] && echo "" || echo "--corpus data/corpus"; }
 
 merge_committed() {  # fold every committed evaluation back into the release receipt
-    local set
+    local set arms arm
     for set in "${SETS[@]}"; do
-        [ -s "receipts/eval/$set/samples.jsonl" ] || continue
+        # only a set whose evaluation finished (eval/run.py writes summary.json after the
+        # last arm; an interrupted sitting leaves samples without it)
+        [ -s "receipts/eval/$set/summary.json" ] || continue
+        arms=()   # the arms that have samples in the set (the test split may lack the base)
+        for arm in base=$BASE student=$STUDENT rules; do
+            grep -q "\"arm\":\"${arm%%=*}\"" "receipts/eval/$set/samples.jsonl" && arms+=(--arm "$arm")
+        done
         # shellcheck disable=SC2046
-        python eval/run.py $(arms_of "$set") --set "$set" $(corpus_of "$set") --no-run \
+        python eval/run.py "${arms[@]}" --set "$set" $(corpus_of "$set") --no-run \
             --max-tokens $CAP --threads "$THREADS" --out "receipts/eval/$set" --no-progress \
             --no-plots --into-receipt $RECEIPT --release release
     done
@@ -88,17 +96,23 @@ ensure_release() {  # release/ from the committed adapter and stage receipts, by
         rm -rf runs/general/adapter && cp -r "$ADAPTER" runs/general/adapter
     fi
     python export/run.py --run runs/general --with-base --out release --force
-    local gguf want have
+    local gguf want have changed=()
     for gguf in "$BASE" "$STUDENT"; do
         want=$(awk -v f="$gguf" '$2 == f {print $1}' "$sums")
         have=$(sha256sum "$gguf" | cut -d' ' -f1)
-        if [ -z "$want" ] || [ "$want" != "$have" ]; then
-            echo "release.sh: rebuilt $gguf has sha256 $have, the committed SHA256SUMS says" \
-                 "'${want:-nothing}': not the evaluated model; stopping" >&2
+        [ "$want" = "$have" ] || changed+=("$gguf (committed ${want:-none}, rebuilt $have)")
+    done
+    if [ ${#changed[@]} -gt 0 ]; then
+        # the merge runs in floating point, so another CPU may round a few weights differently
+        if compgen -G "receipts/eval/*/samples.jsonl" > /dev/null || [ -d receipts/live/results ]; then
+            echo "release.sh: the rebuilt GGUFs differ from the ones the committed evaluations" \
+                 "ran on: ${changed[*]}; stopping (the committed SHA256SUMS is restored)" >&2
             cp "$sums" SHA256SUMS
             exit 1
         fi
-    done
+        echo "release.sh: nothing is evaluated yet, so the rebuilt release replaces the" \
+             "committed one (commit the new SHA256SUMS and receipts): ${changed[*]}"
+    fi
     rm -f "$sums"
     merge_committed
 }
