@@ -77,8 +77,9 @@ merge_committed() {  # fold every committed evaluation back into the release rec
     done
 }
 
-ensure_corpus() {
+ensure_corpus() {  # the frozen corpora (deterministic: the manifests' sha256 are in the receipts)
     [ -f data/corpus/manifest.json ] || python corpus/build.py --out data/corpus --seed 13
+    [ -f data/natural/manifest.json ] || python corpus/build.py --natural corpus/natural --out data/natural
 }
 
 ensure_release() {  # release/ from the committed adapter and stage receipts, byte for byte
