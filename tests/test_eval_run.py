@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memworker.eval import runner
-from memworker.eval.cli import main
+from memworker.eval.cli import main, planned_config
 from memworker.eval.rules import RulesBackend
 from memworker.eval.summary import merge_into_receipt
 
@@ -78,9 +78,14 @@ def test_run_interrupt_resume_summary_and_receipt(tiny_corpus, tmp_path):
     receipt = tmp_path / "release-receipt.json"
     original = {"model": {"sha256": "ab" * 32}, "files": ["x", "y"], "evaluation": {"old": 1}}
     receipt.write_text(json.dumps(original, indent=2, sort_keys=True) + "\n", "utf-8")
-    assert main(["--arm", "rules", "--arm", "again=rules", "--set", "test", "--corpus",
-                 str(tiny_corpus), "--out", str(out), "--resamples", "200",
-                 "--into-receipt", str(receipt)]) == 0
+    argv = ["--arm", "rules", "--arm", "again=rules", "--set", "test", "--corpus",
+            str(tiny_corpus), "--out", str(out), "--resamples", "200",
+            "--into-receipt", str(receipt)]
+    # samples whose config.json is missing: nothing says what made them, so they are not joined
+    assert main(argv) == 2 and not (out / "config.json").exists()
+    # the configuration eval/run.py records before running its first arm
+    (out / "config.json").write_text(json.dumps(planned_config(argv)[1]))
+    assert main(argv) == 0
 
     samples = runner.read_samples(out / runner.SAMPLES)
     for name in ("rules", "again"):

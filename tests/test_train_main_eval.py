@@ -15,7 +15,6 @@ import pytest
 from memworker.eval.cli import main as eval_main
 from memworker.eval.summary import coverage_line, table_lines
 from memworker.hashing import sha256_file
-from memworker.prompts import template_hashes
 from memworker.train import cli as tcli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "heldout-summary-trimmed.json"
@@ -124,43 +123,75 @@ def test_flags(tmp_path, capsys):
 
 
 def _eval_folder(tmp_path, corpus, config_arms, samples: str):
-    """GGUFs base and student, and an evaluation folder whose config.json names `config_arms`'
-    GGUFs and whose samples.jsonl holds `samples`."""
+    """GGUFs base and student, the main job's evaluator arguments for them, and an evaluation
+    folder whose config.json is what eval/run.py records for `config_arms` (and rules) and whose
+    samples.jsonl holds `samples`."""
+    from memworker.eval.cli import planned_config
+
     ggufs = {"base": tmp_path / "b.gguf", "student": tmp_path / "s.gguf"}
     for name, path in ggufs.items():
         path.write_bytes(name.encode())
     out = tmp_path / "eval" / "heldout"
+
+    def argv(arms):
+        return [*(x for a in arms for x in ("--arm", f"{a}={ggufs[a]}")), "--arm", "rules",
+                "--set", "heldout", "--corpus", str(corpus), "--out", str(out),
+                "--max-tokens", str(tcli.EVAL_MAX_TOKENS), "--limit", "16"]
+
     out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps({
-        "set": "heldout", "gguf": {a: {"sha256": sha256_file(ggufs[a])} for a in config_arms},
-        "corpus": {"manifest_sha256": sha256_file(corpus / "manifest.json")},
-        "sampler": {"max_tokens_cap": tcli.EVAL_MAX_TOKENS}, "prompt_sha256": template_hashes()}))
+    (out / "config.json").write_text(json.dumps(planned_config(argv(config_arms))[1]))
     (out / "samples.jsonl").write_text(samples)
-    return ggufs, out
+    return ggufs, out, argv(("base", "student"))
 
 
 def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path, capsys):
-    ggufs, out = _eval_folder(tmp_path, tiny_corpus, ("base", "student"), "".join(
+    ggufs, out, argv = _eval_folder(tmp_path, tiny_corpus, ("base", "student"), "".join(
         json.dumps({"id": "r1", "arm": a}) + "\n" for a in ("base", "student"))
         + '{"id": "r2", "ar')
-    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # same: it resumes
+    assert tcli.retire_stale_eval(argv) is None  # same: it resumes
     assert (out / "config.json").is_file()
     ggufs["student"].write_bytes(b"another student")
-    aside = tcli.retire_stale_eval(out, ggufs, tiny_corpus)
+    aside = tcli.retire_stale_eval(argv)
     assert aside is not None and aside.name.startswith("heldout.stale-")
     assert not out.exists() and (aside / "config.json").is_file()
-    assert "moved to" in capsys.readouterr().out
-    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None  # nothing there yet
+    said = capsys.readouterr().out
+    assert "another model for arm 'student'" in said and "moved to" in said
+    assert tcli.retire_stale_eval(argv) is None  # nothing there yet
 
 
 def test_a_folder_where_only_the_base_ran_resumes_with_a_new_student(tiny_corpus, tmp_path):
     """The base arm evaluated first alone (its config names only the base): adding the student
     and rules later reuses the base rows; a base of other bytes still retires the folder."""
-    ggufs, out = _eval_folder(tmp_path, tiny_corpus, ("base",),
-                              json.dumps({"id": "r1", "arm": "base"}) + "\n")
-    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is None
+    ggufs, out, argv = _eval_folder(tmp_path, tiny_corpus, ("base",),
+                                    json.dumps({"id": "r1", "arm": "base"}) + "\n")
+    assert tcli.retire_stale_eval(argv) is None
     ggufs["base"].write_bytes(b"another base")
-    assert tcli.retire_stale_eval(out, ggufs, tiny_corpus) is not None
+    assert tcli.retire_stale_eval(argv) is not None
+
+
+def test_a_folder_of_another_sampler_or_without_its_config_is_moved_aside(tiny_corpus, tmp_path,
+                                                                           capsys):
+    """The same check as eval/run.py's (continue_config): another token cap, or samples whose
+    config.json is gone (nothing says what made them), retire the folder; a damaged
+    samples.jsonl is reported to the caller, not moved."""
+    from memworker.eval.runner import EvalError
+
+    ggufs, out, argv = _eval_folder(tmp_path, tiny_corpus, ("base", "student"),
+                                    json.dumps({"id": "r1", "arm": "base"}) + "\n")
+    cap = argv.index("--max-tokens") + 1
+    other = [*argv[:cap], "512", *argv[cap + 1:]]
+    aside = tcli.retire_stale_eval(other)
+    assert aside is not None and "another sampler" in capsys.readouterr().out
+    aside.rename(out)
+    (out / "config.json").unlink()
+    assert tcli.retire_stale_eval(argv) is not None
+    assert "no readable config.json" in capsys.readouterr().out
+    (tmp_path / "b").mkdir()
+    _, out, argv = _eval_folder(tmp_path / "b", tiny_corpus, ("base",),  # a bad line mid-file
+                                '{"id": "r1", "ar\n' + json.dumps({"id": "r2", "arm": "base"}))
+    with pytest.raises(EvalError):
+        tcli.retire_stale_eval(argv)
+    assert out.exists()
 
 
 def test_a_fuller_evaluation_in_the_receipt_is_not_replaced(tmp_path):

@@ -84,9 +84,14 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     bytes, another spec); arms recorded before and not given now are kept."""
     path = out / "config.json"
     have = {s["arm"] for s in runner.read_samples(out / runner.SAMPLES)}
-    if not have or not path.is_file():
+    if not have:
         return config
-    before = json.loads(path.read_text("utf-8"))
+    try:
+        before = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"{out} holds samples but no readable config.json ({exc}), so what made "
+                        "them is unknown: use another --out, or remove the folder to start "
+                        "over") from None
     where = f"{out} holds samples made with"
     for key in _SAME:
         if key == "corpus":
@@ -120,8 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _main(args: argparse.Namespace) -> int:
-    from memworker.eval import summary as S
+def planned_config(argv: list[str]) -> tuple[Path, dict[str, Any]]:
+    """The output folder and the configuration `eval/run.py ARGV` records there before joining
+    the samples already in it (`continue_config`); runs and writes nothing."""
+    _, _, _, out, _, config = _plan(build_parser().parse_args(argv))
+    return out, config
+
+
+def _plan(args: argparse.Namespace) -> tuple[list[Arm], list[str], list[dict[str, Any]], Path,
+                                             Sampler, dict[str, Any]]:
     from memworker.prompts import template_hashes
     from memworker.train.report import environment
 
@@ -135,8 +147,6 @@ def _main(args: argparse.Namespace) -> int:
     rows_in_set = len(rows)
     if args.limit is not None:
         rows = rows[: args.limit]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
@@ -144,6 +154,14 @@ def _main(args: argparse.Namespace) -> int:
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
+    return arms, names, rows, Path(args.out), sampler, config
+
+
+def _main(args: argparse.Namespace) -> int:
+    from memworker.eval import summary as S
+
+    arms, names, rows, out, sampler, config = _plan(args)
+    out.mkdir(parents=True, exist_ok=True)
     if not args.no_run:
         config = continue_config(out, config)
         write_json(out / "config.json", config)

@@ -7,6 +7,7 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -137,42 +138,30 @@ def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str,
     return argv, out, ggufs
 
 
-def retire_stale_eval(out: Path, ggufs: dict[str, Path], corpus: Path) -> Path | None:
-    """An evaluation folder resumes from its samples; samples of other GGUFs, another corpus,
-    other prompts or another token cap would be reused wrongly, so such a folder is moved aside
-    (returns where to), never deleted."""
-    from memworker.hashing import sha256_file
-    from memworker.prompts import template_hashes
-
-    cfg_path = out / "config.json"
-    if not out.exists():
-        return None
-    try:
-        old = json.loads(cfg_path.read_text("utf-8"))
-    except (OSError, ValueError):
-        old = {}
-    from memworker.eval.runner import SAMPLES, read_samples
-
-    old_gguf = old.get("gguf") or {}
-    sampled = {s.get("arm") for s in read_samples(out / SAMPLES)}
-    # an arm with samples must have been made from the same GGUF (its sha256 in config.json);
-    # an arm without samples in the folder has nothing to reuse (e.g. the base ran first alone)
-    same = (old.get("set") == EVAL_SET
-            and all((old_gguf.get(a) or {}).get("sha256") == sha256_file(p)
-                    for a, p in ggufs.items() if a in sampled)
-            and (old.get("corpus") or {}).get("manifest_sha256")
-            == sha256_file(corpus / "manifest.json")
-            and (old.get("sampler") or {}).get("max_tokens_cap") == EVAL_MAX_TOKENS
-            and old.get("prompt_sha256") == template_hashes())
-    if same:
-        return None
+def retire_stale_eval(argv: list[str]) -> Path | None:
+    """An evaluation folder resumes from its samples; `eval/run.py ARGV` refuses to join samples
+    made with other models, another corpus, sampler or prompts (`continue_config`). The main job
+    moves such a folder aside instead (returns where to), never deletes it, and evaluates afresh.
+    A damaged samples.jsonl is not moved: its EvalError goes to the caller."""
     from datetime import datetime, timezone
 
+    from memworker.eval.cli import continue_config, planned_config
+    from memworker.eval.runner import SAMPLES, EvalError, read_samples
+
+    out, config = planned_config(argv)
+    if not out.exists():
+        return None
+    read_samples(out / SAMPLES)  # a damaged file is reported, not retired
+    try:
+        continue_config(out, config)
+        return None
+    except EvalError as exc:
+        why = str(exc)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     aside = out.with_name(f"{out.name}.stale-{stamp}")
     out.rename(aside)
-    print(f"train: {out} holds samples of other GGUFs, corpus, prompts or token cap; moved to "
-          f"{aside}, evaluating afresh")
+    why = re.split(r": (?:use another|name the arm)", why)[0]
+    print(f"train: {why}; moved to {aside}, evaluating afresh")
     return aside
 
 
@@ -202,7 +191,7 @@ def evaluate_release(receipt: dict[str, Any], args) -> int:
 
     argv, out, ggufs = eval_plan(receipt, args)
     try:
-        retire_stale_eval(out, ggufs, Path(receipt["config"]["corpus"]))
+        retire_stale_eval(argv)
     except EvalError as exc:  # a damaged samples.jsonl: what eval/run.py would say on it
         print(f"eval: error: {exc}", file=sys.stderr)
         return 2
