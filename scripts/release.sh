@@ -39,6 +39,7 @@ STUDENT=release/memworker-smollm2-135m-general-q8_0.gguf
 RECEIPT=receipts/release-receipt.json
 ADAPTER=receipts/adapter
 SETS=(heldout natural test)
+MERGED=  # set once ensure_release has merged the committed evaluations
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 ALL=(train heldout natural test live finish)
@@ -116,6 +117,7 @@ ensure_release() {  # release/ from the committed adapter and stage receipts, by
     fi
     rm -f "$sums"
     merge_committed
+    MERGED=1
 }
 
 evaluate() {  # evaluate SET: every arm, samples kept in receipts/eval/SET
@@ -148,7 +150,7 @@ fi
 if wants finish; then
     ensure_corpus; ensure_release
     step "every committed evaluation into the receipt; notebook, README results block, verify"
-    merge_committed
+    [ -n "${MERGED:-}" ] || merge_committed  # (a rebuild above has merged them already)
     python notebooks/build.py
     python eval/results.py --write README.md
     python export/verify.py release
