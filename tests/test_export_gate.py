@@ -212,3 +212,26 @@ def test_the_committed_release_receipt_verdict():
             assert any(f"{c['metric']} in set {c['set']}" in p for p in record["problems"])
     if isinstance(doc.get("gate"), dict):
         assert doc["gate"]["verdict"] == record["verdict"]
+
+
+def test_re_signing_keeps_the_exports_record_and_adds_its_own(tmp_path):
+    """An evaluation or a waiver re-signs the release but the artifacts are still the export's:
+    `created_utc` and `tools` (git state, libraries, hardware) stay those of the export, and the
+    re-signing is recorded beside them in `resigned`."""
+    out = make_release(tmp_path)
+    doc = receipt(out)
+    doc.update(created_utc="2026-01-02T03:04:05+00:00",
+               tools={**doc["tools"], "git": {"commit": "e" * 40, "dirty": False}})
+    (out / "release-receipt.json").write_text(json.dumps(doc))
+    rel._finish(out, doc, None, None, resigned="evaluation")  # what record_evaluation calls
+    record_evaluation(out, {"heldout": summary(WORSE_REFLECT, GOOD_SUPPORT)}, receipts_dir=None)
+    after = receipt(out)
+    assert after["created_utc"] == "2026-01-02T03:04:05+00:00"
+    assert after["tools"]["git"] == {"commit": "e" * 40, "dirty": False}
+    assert after["resigned"]["after"] == "evaluation" and after["resigned"]["utc"] > "2026-01-03"
+    assert set(after["resigned"]["git"]) >= {"commit", "dirty"}
+    record_waiver(out, "heldout", "reflect_correct", "a reason", receipts_dir=None)
+    assert receipt(out)["resigned"]["after"] == "waiver"
+    assert receipt(out)["tools"]["git"]["commit"] == "e" * 40
+    rel._finish(out, receipt(out), None, None)  # an export again: its own record, no re-signing
+    assert receipt(out)["created_utc"] > "2026-01-03" and "resigned" not in receipt(out)

@@ -346,12 +346,21 @@ def _start(out: Path, prepared: registry.PreparedBase, student_sha: str | None,
 
 
 def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
-            publish_dir: Path | None) -> dict[str, Any]:
-    """Hash the artifacts, write card, receipt, SHA256SUMS; copy the receipt; publish."""
+            publish_dir: Path | None, resigned: str | None = None) -> dict[str, Any]:
+    """Hash the artifacts, write card, receipt, SHA256SUMS; copy the receipt; publish.
+
+    An export records when and with what it ran (`created_utc`, `tools`: libraries, git state,
+    hardware). A later re-signing (`resigned`: what was added, e.g. an evaluation) keeps those,
+    since the artifacts are still the export's, and records itself in `resigned`."""
     from memworker.export import gate
 
-    receipt["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    receipt["tools"] = _tools()
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if resigned is None or "tools" not in receipt or "created_utc" not in receipt:
+        receipt["created_utc"] = now
+        receipt["tools"] = _tools()
+        receipt.pop("resigned", None)
+    else:
+        receipt["resigned"] = {"utc": now, "after": resigned, "git": _tools()["git"]}
     receipt["gate"] = gate.evaluate(receipt)
     rels = [r for r in (p.relative_to(out).as_posix() for p in sorted(out.rglob("*"))
                         if p.is_file()) if r not in (SUMS, RECEIPT_NAME, card.CARD)]
@@ -476,7 +485,7 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
         raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
     release["evaluation"] = evaluation
     return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
-                   Path(publish_dir) if publish_dir else None)
+                   Path(publish_dir) if publish_dir else None, resigned="evaluation")
 
 
 def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
@@ -501,7 +510,7 @@ def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
     except (HashMismatch, FileNotFoundError) as exc:
         raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
     return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
-                   Path(publish_dir) if publish_dir else None)
+                   Path(publish_dir) if publish_dir else None, resigned="waiver")
 
 
 def _sha_text(text: str) -> str:
