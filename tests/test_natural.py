@@ -58,6 +58,23 @@ def test_gold_converts_through_wire_and_decodes_through_the_codec(rows):
         assert result.diagnostics == [], (r["id"], result.diagnostics)
 
 
+def test_the_evaluators_grader_gives_the_gold_full_credit(frozen):
+    """An arm that wrote the gold would score every metric in full on the natural set: a zero in
+    the results (no arm's claim supported) is the arms', not the grader's against these rows."""
+    from memworker.eval import grade, runner
+
+    out, _ = frozen
+    totals: dict[tuple[str, str], list[float]] = {}
+    for r in runner.load_eval_rows(out, "natural"):
+        verdict = grade.grade(r, status="first_try", output=r["gold"])
+        for metric, (num, den) in verdict["metrics"].items():
+            t = totals.setdefault((r["task"], metric), [0, 0])
+            t[0], t[1] = t[0] + num, t[1] + den
+    assert {k: tuple(v) for k, v in totals.items() if v[0] != v[1]} == {}
+    assert totals[("extract", "extract_support")][1] >= 200  # claims were graded, not none
+    assert {task for task, _ in totals} == {"extract", "consolidate", "reflect"}
+
+
 def test_rows_have_the_corpus_canonical_format(rows):
     keys = {"id", "task", "split", "domain", "family", "episode", "behaviours", "input", "gold",
             "truth"}
