@@ -145,12 +145,12 @@ def retire_stale_eval(argv: list[str]) -> Path | None:
     A damaged samples.jsonl is not moved: its EvalError goes to the caller."""
     from datetime import datetime, timezone
 
-    from memworker.eval.cli import continue_config, planned_config
+    from memworker.eval.cli import build_parser, continue_config, planned_config
     from memworker.eval.runner import SAMPLES, EvalError, read_samples
 
+    if not Path(build_parser().parse_args(argv).out).exists():
+        return None  # nothing to resume: no need to hash the GGUFs for a configuration
     out, config = planned_config(argv)
-    if not out.exists():
-        return None
     read_samples(out / SAMPLES)  # a damaged file is reported, not retired
     try:
         continue_config(out, config)
