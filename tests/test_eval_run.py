@@ -163,8 +163,10 @@ def test_samples_join_only_the_configuration_and_models_they_were_made_with(tiny
         fh.write(json.dumps({"arm": "student", "id": "x"}).encode() + b"\n")
     now = {**config, "arms": {"student": "release/s.gguf"},
            "gguf": {"student": {"path": "release/s.gguf", "sha256": "bb" * 32}}}
-    with pytest.raises(runner.EvalError, match="another model for arm 'student'"):
+    with pytest.raises(runner.ConfigMismatch, match="another model for arm 'student'") as info:
         continue_config(out, now)
+    assert info.value.advice.startswith("name the arm differently")  # the fact and the advice
+    assert str(info.value) == f"{info.value.what}: {info.value.advice}"  # apart, and whole
     same = {**now, "gguf": {"student": {"path": "release/s.gguf", "sha256": "aa" * 32}}}
     assert continue_config(out, same)["arms"] == before["arms"]
     other = {**now, "arms": {"student2": "release/s.gguf"}}

@@ -156,6 +156,7 @@ def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path
     assert not out.exists() and (aside / "config.json").is_file()
     said = capsys.readouterr().out
     assert "another model for arm 'student'" in said and "moved to" in said
+    assert "name the arm differently" not in said  # eval's advice is what the main job does
     assert tcli.retire_stale_eval(argv) is None  # nothing there yet
 
 

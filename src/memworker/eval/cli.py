@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker.eval import runner
-from memworker.eval.runner import Arm, EvalError, Sampler
+from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.hashing import write_json
 
 
@@ -89,9 +89,9 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     try:
         before = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as exc:
-        raise EvalError(f"{out} holds samples but no readable config.json ({exc}), so what made "
-                        "them is unknown: use another --out, or remove the folder to start "
-                        "over") from None
+        raise ConfigMismatch(f"{out} holds samples but no readable config.json ({exc}), so "
+                             "what made them is unknown",
+                             "use another --out, or remove the folder to start over") from None
     where = f"{out} holds samples made with"
     for key in _SAME:
         if key == "corpus":
@@ -100,18 +100,18 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
         else:
             mine, theirs = config[key], before.get(key)
         if mine != theirs:
-            raise EvalError(f"{where} another {key} ({theirs!r}, now {mine!r}): use another "
-                            "--out, or remove the folder to start over")
+            raise ConfigMismatch(f"{where} another {key} ({theirs!r}, now {mine!r})",
+                                 "use another --out, or remove the folder to start over")
     for name in sorted(have & set(config["arms"])):
         old_spec, old_gguf = before.get("arms", {}).get(name), before.get("gguf", {}).get(name)
         new_gguf = config["gguf"].get(name)
         if old_spec != config["arms"][name] or (old_gguf or {}).get("sha256") != \
                 (new_gguf or {}).get("sha256"):
-            raise EvalError(
+            raise ConfigMismatch(
                 f"{where} another model for arm {name!r} ({old_spec}, sha256 "
                 f"{(old_gguf or {}).get('sha256')}; now {config['arms'][name]}, sha256 "
-                f"{(new_gguf or {}).get('sha256')}): name the arm differently, or remove its "
-                "samples to run it again")
+                f"{(new_gguf or {}).get('sha256')})",
+                "name the arm differently, or remove its samples to run it again")
     return {**config, "arms": {**before.get("arms", {}), **config["arms"]},
             "gguf": {**before.get("gguf", {}), **config["gguf"]}}
 

@@ -33,6 +33,15 @@ class EvalError(ValueError):
     """An evaluation cannot start or continue; the message says what to do."""
 
 
+class ConfigMismatch(EvalError):
+    """An output folder holds samples this invocation must not join: `what` says why (a sentence
+    on its own), `advice` what the user can do; the message is both."""
+
+    def __init__(self, what: str, advice: str) -> None:
+        super().__init__(f"{what}: {advice}")
+        self.what, self.advice = what, advice
+
+
 @dataclass(frozen=True)
 class Arm:
     name: str

@@ -7,7 +7,6 @@ import argparse
 import fcntl
 import json
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -146,7 +145,7 @@ def retire_stale_eval(argv: list[str]) -> Path | None:
     from datetime import datetime, timezone
 
     from memworker.eval.cli import build_parser, continue_config, planned_config
-    from memworker.eval.runner import SAMPLES, EvalError, read_samples
+    from memworker.eval.runner import SAMPLES, ConfigMismatch, read_samples
 
     if not Path(build_parser().parse_args(argv).out).exists():
         return None  # nothing to resume: no need to hash the GGUFs for a configuration
@@ -155,12 +154,11 @@ def retire_stale_eval(argv: list[str]) -> Path | None:
     try:
         continue_config(out, config)
         return None
-    except EvalError as exc:
-        why = str(exc)
+    except ConfigMismatch as exc:
+        why = exc.what  # its advice (another --out, remove the folder) is what happens here
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     aside = out.with_name(f"{out.name}.stale-{stamp}")
     out.rename(aside)
-    why = re.split(r": (?:use another|name the arm)", why)[0]
     print(f"train: {why}; moved to {aside}, evaluating afresh")
     return aside
 
