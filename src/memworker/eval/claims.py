@@ -30,7 +30,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.grade import _value_key, kind_match, predicate_match, subject_match
+from memworker.eval.grade import (
+    _value_key,
+    claim_matches,
+    kind_match,
+    predicate_match,
+    subject_match,
+)
 from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
 
 COLUMNS = ("rows", "claims", "distinct", "cite_source", "subject", "predicate", "value", "kind",
@@ -49,9 +55,10 @@ def breakdown(row: dict[str, Any], output: dict[str, Any] | None) -> dict[str, i
     out["rows"], out["claims"] = 1, len(claims)
     seen: set[str] = set()
     for c in claims:
-        if _key(c) in seen:
+        key = _key(c)
+        if key in seen:
             continue
-        seen.add(_key(c))
+        seen.add(key)
         out["distinct"] += 1
         cited = set(c.get("source_indices") or [])
         facts = [f for f in current if cited & set(f.get("source_indices") or [])]
@@ -67,7 +74,9 @@ def breakdown(row: dict[str, Any], output: dict[str, Any] | None) -> dict[str, i
             "kind": [kind_match(c["kind"], f.get("kind")) for f in facts]}
         for name, ok in checks.items():
             out[name] += any(ok)
-        out["all_four"] += any(all(checks[n][k] for n in checks) for k in range(len(facts)))
+        # the grader's own match (grade_extract): subject, predicate family and value, and kind
+        out["all_four"] += any(claim_matches(c, f) and kind_match(c["kind"], f.get("kind"))
+                               for f in facts)
     return out
 
 
@@ -80,25 +89,23 @@ def arm_breakdowns(out_dir: Path, arms: list[str] | None = None) -> tuple[str, d
     set_name = config["set"]
     rows = {r["id"]: r for r in load_eval_rows(config["corpus"]["path"], set_name)}
     samples = read_samples(out_dir / SAMPLES)
-    names = arms or sorted({s["arm"] for s in samples})
-    missing = [a for a in names if not any(s["arm"] == a for s in samples)]
+    have = {s["arm"] for s in samples}
+    names = arms or sorted(have)
+    missing = [a for a in names if a not in have]
     if missing:
         raise EvalError(f"{out_dir}: no samples of arm(s) {', '.join(missing)}")
-    found: dict[str, Any] = {}
-    for arm in names:
-        total = dict.fromkeys(COLUMNS, 0)
-        for s in samples:
-            if s["arm"] != arm or s.get("task") != "extract":
-                continue
-            if s["id"] not in rows:
-                raise EvalError(f"{out_dir}: sample {s['id']} is not a row of the {set_name} "
-                                f"set of {config['corpus']['path']}")
-            one = breakdown(rows[s["id"]], s.get("output"))
-            one["supported"] = ((s.get("verdicts") or {}).get("counts") or {}).get(
-                "supported", 0)
-            for k in COLUMNS:
-                total[k] += one[k]
-        found[arm] = total
+    found: dict[str, Any] = {arm: dict.fromkeys(COLUMNS, 0) for arm in names}
+    for s in samples:
+        if s["arm"] not in found or s.get("task") != "extract":
+            continue
+        if s["id"] not in rows:
+            raise EvalError(f"{out_dir}: sample {s['id']} is not a row of the {set_name} "
+                            f"set of {config['corpus']['path']}")
+        one = breakdown(rows[s["id"]], s.get("output"))
+        one["supported"] = ((s.get("verdicts") or {}).get("counts") or {}).get("supported", 0)
+        total = found[s["arm"]]
+        for k in COLUMNS:
+            total[k] += one[k]
     return set_name, found
 
 
