@@ -117,3 +117,59 @@ def test_fields_mode_counts_every_answer_token(tiny, tmp_path, capsys):
     for f in fields.values():
         assert 0 <= f["right"] <= f["tokens"] and f["first_right"] <= f["first"]
     assert "answer tokens right teacher-forced" in capsys.readouterr().out
+
+
+def test_labelled_json_is_the_training_target_and_labels_each_field():
+    from memworker import wire
+    from memworker.train import anatomy
+
+    claim = {"source_indices": [2], "quotes": ["I moved to Porto."],
+             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
+             "value": "Porto", "statement": "The user lives in Porto.", "kind": "fact",
+             "time_expression": None, "date": None, "date_precision": None,
+             "is_correction": False, "supersedes": [], "confidence": 0.9}
+    answer = wire.to_wire("extract", {"claims": [claim]})
+    pieces = anatomy.labelled_json(answer)
+    assert "".join(t for t, _ in pieces) == wire.dump_answer("extract", answer)
+    by_label: dict[str, str] = {}
+    for text, label in pieces:
+        by_label[label] = by_label.get(label, "") + text
+    assert by_label["quote"] == "I moved to Porto." and by_label["event"] == "2"
+    assert by_label["value"] == "Porto" and by_label["statement"] == "The user lives in Porto."
+    assert by_label["name"] == "the user" and by_label["confidence"] == "high"
+    assert by_label["time_expression"] == "null" and "supersedes" not in by_label
+    assert by_label["keys"].startswith('{"claims": [{"quotes": [{"quote": "')
+    # the levers render the same claim shorter, each no longer than the one before
+    row = {"gold": {"claims": [claim]}}
+    texts = [anatomy.render(row, lever) for lever in anatomy.LEVERS]
+    assert [len(t) for t in texts] == sorted((len(t) for t in texts), reverse=True)
+    assert json.loads(texts[-1]) == {"claims": [[[["I moved to Porto.", 2]], "the user", "person",
+                                                 "lives_in", "Porto", "fact", None, []]]}
+    assert anatomy.bare_name("Uma (the user's client)") == "Uma"
+
+
+def test_anatomy_counts_every_answer_token_once(tiny, tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    from memworker.corpus.build import load_rows
+
+    base, corpus = tiny
+    out = tmp_path / "anatomy.json"
+    assert D.main(["--anatomy", "--base", str(base), "--corpus", str(corpus), "--split", "train",
+                   "--rows", "0", "--json", str(out)]) == 0
+    found = json.loads(out.read_text())
+    tok = AutoTokenizer.from_pretrained(base)
+    rows = [r for r in load_rows(corpus, "train", "canonical") if r["task"] == "extract"]
+    from memworker import wire
+
+    gold = [len(tok(wire.dump_answer("extract", wire.to_wire("extract", r["gold"])),
+                    add_special_tokens=False)["input_ids"]) for r in rows]
+    assert sum(found["field_tokens"].values()) == sum(gold)
+    assert found["levers"][0]["median"] == sorted(gold)[len(gold) // 2]
+    assert found["claims"] == sum(len(r["gold"]["claims"]) for r in rows)
+    k, n = found["choices"]["subject_is_the_user_or_a_name_in_the_window"]
+    assert n == found["claims"] and 0 <= k <= n
+    assert found["designs"]["b_answer_per_window"]["n"] == len(rows)
+    assert "share per field" in capsys.readouterr().out
+    assert D.main(["--anatomy", "--base", str(base), "--corpus", str(corpus),
+                   "--split", "test"]) == 2

@@ -26,6 +26,13 @@ and predicates, the tokens that decide whether a claim is supported (train/READM
 
     python train/diagnose.py --fields --run /tmp/ov/runs/coding --corpus /tmp/ov/corpus --split train --rows 8
 
+`--anatomy` runs no model: it tokenises the split's gold extract answers and prints where their
+tokens go per field, how long the same gold claims would be in other wire forms, how many gold
+values and subjects the input lets a model choose, and the sizes of two one-decision-at-a-time
+designs (`memworker.train.anatomy`).
+
+    python train/diagnose.py --anatomy --base smollm2-135m --split train --rows 0
+
 Rows are the split's first N extract rows in file order. Use the train or val split: the test
 split and the held-out rows are for evaluation only.
 """
@@ -217,10 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap", type=int, default=1024, help="with --lengths: count answers over it")
     p.add_argument("--fields", action="store_true",
                    help="teacher-forced token accuracy per answer field instead of the fork")
+    p.add_argument("--anatomy", action="store_true",
+                   help="token shares per field of the gold extract answers and the length of "
+                        "other wire forms (no model is run)")
     args = p.parse_args(argv)
     try:
         if args.lengths:
             return _lengths(args)
+        if args.anatomy:
+            return _anatomy(args)
         rows = extract_rows(Path(args.corpus), args.split, args.rows)
         model, tokenizer, name, end_of_turn = load(args.run, args.base, args.threads)
     except (DiagnoseError, FileNotFoundError) as exc:
@@ -278,4 +290,58 @@ def _lengths(args: argparse.Namespace) -> int:
               f"p90 {f['p90']}, max {f['max']}; {f['over_cap']} over {args.cap}")
     if args.json:
         Path(args.json).write_text(json.dumps(found, indent=1) + "\n", "utf-8")
+    return 0
+
+
+def _anatomy(args: argparse.Namespace) -> int:
+    from transformers import AutoTokenizer
+
+    from memworker import prompts, registry
+    from memworker.corpus.build import load_rows
+    from memworker.train import anatomy
+
+    if args.split not in SPLITS:
+        raise DiagnoseError(f"--split {args.split}: only {' or '.join(SPLITS)}")
+    rows = [r for r in load_rows(args.corpus, args.split, "canonical") if r["task"] == "extract"]
+    rows = rows[:args.rows] if args.rows else rows
+    if not rows:
+        raise DiagnoseError(f"no extract rows in the {args.split} split of {args.corpus}")
+    prepared = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE)
+    tokenizer = AutoTokenizer.from_pretrained(prepared.path)
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_tokens(row: dict[str, Any], last: int | None) -> int:
+        inputs = row["input"]
+        if last is not None:
+            inputs = {**inputs, "events": [e for e in inputs["events"] if e["index"] <= last]}
+        return count(tokenizer.apply_chat_template(prompts.render("extract", inputs),
+                                                   tokenize=False, add_generation_prompt=True))
+
+    shares = anatomy.field_shares(tokenizer, rows)
+    total = sum(shares.values())
+    claims = sum(len(r["gold"]["claims"]) for r in rows)
+    print(f"{args.split} split, {len(rows)} extract rows, {claims} gold claims, {total} answer "
+          f"tokens in today's wire form; share per field:")
+    for label, n in shares.items():
+        print(f"  {label:<16} {n:>7}  {n / total:6.1%}  ({n / max(claims, 1):.1f} per claim)")
+    levers = anatomy.lever_lengths(count, rows)
+    print("answer tokens per row, gold claims in other wire forms (cumulative levers):")
+    for lv in levers:
+        print(f"  {lv['lever']:<58} median {lv['median']:>4}  p90 {lv['p90']:>4}  "
+              f"mean {lv['mean']}")
+    choices = anatomy.choice_shares(rows)
+    for what, (k, n) in choices.items():
+        print(f"  {what.replace('_', ' ')}: {k} / {n} ({k / max(n, 1):.1%})")
+    designs = anatomy.split_designs(count, rows, prompt_tokens)
+    print("one decision at a time (claims as arrays):")
+    for what, st in designs.items():
+        print(f"  {what.replace('_', ' '):<40} n {st['n']:>5}  median {st['median']}  "
+              f"p90 {st['p90']}  mean {st['mean']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"split": args.split, "rows": len(rows),
+                                               "claims": claims, "field_tokens": shares,
+                                               "levers": levers, "choices": choices,
+                                               "designs": designs}, indent=1) + "\n", "utf-8")
     return 0
