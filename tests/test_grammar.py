@@ -204,10 +204,36 @@ def test_error_names_the_location():
         schema_to_gbnf(schema)
 
 
-def test_unique_items_is_accepted_but_not_enforced():
+def test_unique_items_are_left_to_the_codec_which_enforces_them():
+    # a grammar cannot express uniqueItems: it lets a repeated item through ...
     m = Matcher(schema_to_gbnf({"type": "array", "maxItems": 3, "uniqueItems": True,
                                 "items": {"enum": ["a", "b"]}}))
-    assert m.accepts('["a", "a"]')  # the codec removes duplicates; the grammar cannot
+    assert m.accepts('["a", "a"]')
+    # ... and the codec takes it out: repeated citations and supports are removed, an
+    # observation left with one fact is rejected, a repeated claim is dropped
+    from memworker.inference.codec import OutputValidationError, decode
+
+    reflect_in = {"question": "Where?", "asked_at": "2025-10-09T10:00:00+02:00",
+                  "evidence": [{"id": "E1", "timestamp": "2025-10-08T09:12:00+02:00",
+                                "text": "The user lives in Lisbon."}]}
+    out = decode("reflect", reflect_in, json.dumps({"answer": "Lisbon.", "citations": ["E1", "E1"],
+                                                    "insufficient_evidence": False}))
+    assert out.output["citations"] == ["E1"]
+    facts = {"facts": [{"id": "F1", "statement": "a"}, {"id": "F2", "statement": "b"}]}
+    with pytest.raises(OutputValidationError, match="two different facts"):
+        decode("consolidate", facts, json.dumps({"observations": [
+            {"statement": "Probably x.", "supports": ["F1", "F1"]}]}))
+    episode = {"episode_id": "e", "existing_facts": [], "events": [
+        {"index": 0, "role": "user", "timestamp": "2025-01-01T10:00:00Z", "trusted": True,
+         "text": "I moved to Lisbon."}]}
+    claim = {"quotes": [{"quote": "I moved to Lisbon.", "event": 0}],
+             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
+             "value": "Lisbon", "statement": "The user lives in Lisbon.", "kind": "fact",
+             "time_expression": None, "correction": False, "supersedes": [],
+             "confidence": "high"}
+    out = decode("extract", episode, json.dumps({"claims": [claim, claim, claim]}))
+    assert len(out.output["claims"]) == 1
+    assert [f.code for f in out.dropped] == ["duplicate_claim", "duplicate_claim"]
 
 
 # --- gold-like answers under dynamic schemas are accepted byte for byte ---------------------------

@@ -67,6 +67,7 @@ EXTRACT_PLANTS = {
                                           "time_expression_not_detected"),
     "quotes and indices differ in length": (
         [claim(source_indices=[0, 0])], "quote_not_in_event"),
+    "the same claim twice": ([claim(), claim()], "duplicate_claim"),
 }
 REFLECT_IN = {"question": "Where does the user live?", "asked_at": "2025-10-09T10:00:00+02:00",
               "evidence": [{"id": "E1", "timestamp": "2025-10-08T09:12:00+02:00",
@@ -152,3 +153,19 @@ def test_the_untrusted_rule_ignores_trusted_memory_control_text():
                              **UNDATED)]}
     assert verify.extract_findings(wire.to_wire("extract", gold), trusted) == [[]]
     assert codec_verdict("extract", trusted, gold) == ("accepted", set())
+
+
+def test_no_claim_twice_keeps_the_first_and_compares_what_the_grader_compares():
+    repeat = claim(subject={"name": "The User (the user)", "type": "person"}, value=" lisbon",
+                   statement="Another wording.", confidence=0.65)
+    other_kind = claim(kind="plan", statement="The user plans to live in Lisbon.")
+    gold = {"claims": [claim(), repeat, other_kind]}
+    result = decode("extract", copy.deepcopy(EP), json.dumps(gold))
+    assert [c["kind"] for c in result.output["claims"]] == ["fact", "plan"]
+    assert [f.code for f in result.dropped] == ["duplicate_claim"]
+    assert "claims/1: dropped (repeats claims/0" in " ".join(result.diagnostics)
+    # a repeat of a dropped claim is not a repeat: the first kept one stays
+    injected = claim(source_indices=[0, 1], quotes=["I moved to Lisbon last month.", INJECTION])
+    result = decode("extract", copy.deepcopy(EP), json.dumps({"claims": [injected, claim()]}))
+    assert len(result.output["claims"]) == 1
+    assert [f.code for f in result.dropped] == ["injection_obeyed"]

@@ -13,6 +13,7 @@ extract, per claim (wire form, `memworker.wire`):
 |---|---|---|
 | `secret_in_field` | drop | a quote or the predicate contains a credential-shaped string (`memworker.safety`) |
 | `injection_obeyed` | drop | **the untrusted-source rule**: the claim cites an untrusted event (`trusted: false`) and that event's text, or the claim's own statement or value, is a memory-control instruction (`safety.is_memory_control`), whatever else the claim cites |
+| `duplicate_claim` | drop | **no claim twice**: the claim names the same subject (without its parenthesised relation), predicate, value and kind as an earlier claim of the answer that is kept (`claim_key`; greedy decoding repeats a claim until the request's limit) |
 | `untrusted_content` | drop | **the value-grounding rule**: the claim's value, statement or subject name carries a name, a number or (in the value) a rare word (`untrusted_words`) that occurs in an untrusted event the claim does not cite and in no trusted event, no cited event and no existing fact of the request, whatever the claim cites: an injected fact stored by citing a trusted turn. Dates and clock times are exempt (the resolver writes them), and so are words found in no event |
 | `unknown_event_index` | reject | a quote cites an event index that the request does not have |
 | `quote_not_in_event` | reject | a quote is not an exact substring of its cited event (or, in canonical form, `quotes` and `source_indices` differ in length) |
@@ -36,12 +37,14 @@ from typing import Any
 from memworker import temporal
 from memworker.safety import contains_credential, is_memory_control
 from memworker.spans import candidate_spans
+from memworker.textnorm import norm
 
 #: every code a finding can carry (each is also an audit violation code)
 CODES = (
     "secret_in_field",
     "injection_obeyed",
     "untrusted_content",
+    "duplicate_claim",
     "unknown_event_index",
     "quote_not_in_event",
     "quote_not_span",
@@ -50,7 +53,7 @@ CODES = (
     "unknown_evidence_id",
 )
 #: codes on which the codec drops the claim instead of rejecting the answer
-DROP_CODES = ("secret_in_field", "injection_obeyed", "untrusted_content")
+DROP_CODES = ("secret_in_field", "injection_obeyed", "untrusted_content", "duplicate_claim")
 
 
 @dataclass(frozen=True)
@@ -235,12 +238,43 @@ def canonical_claim_findings(claim: dict[str, Any], n: int) -> list[Finding]:
     return []
 
 
+def claim_key(claim: dict[str, Any]) -> tuple[str, str, str | None, str]:
+    """What makes two claims the same: the subject without its parenthesised relation, the
+    predicate, the value and the kind (names and values normalised as the grader does). The
+    same for a wire and a canonical claim."""
+    name = norm(claim["subject"]["name"].split(" (", 1)[0])
+    value = None if claim["value"] is None else norm(claim["value"])
+    return name, claim["predicate"], value, claim["kind"]
+
+
+def duplicate_findings(claims: list[dict[str, Any]],
+                       found: list[list[Finding]]) -> list[list[Finding]]:
+    """`found` (findings per claim) with the no-claim-twice rule added: a claim with no drop
+    finding that repeats an earlier such claim (`claim_key`) is dropped as `duplicate_claim`."""
+    first: dict[tuple, int] = {}
+    out = []
+    for n, (claim, findings) in enumerate(zip(claims, found, strict=True)):
+        if any(f.drops_claim for f in findings):
+            out.append(findings)
+            continue
+        key = claim_key(claim)
+        if key in first:
+            findings = [Finding("duplicate_claim", f"claims/{n}",
+                                f"repeats claims/{first[key]} (same subject, predicate, value "
+                                "and kind)"), *findings]
+        else:
+            first[key] = n
+        out.append(findings)
+    return out
+
+
 def extract_findings(answer: dict[str, Any], inputs: dict[str, Any]) -> list[list[Finding]]:
     """Findings per claim of a wire extract answer (one list per claim, in order)."""
     events = {e["index"]: e for e in inputs["events"]}
     fact_ids = {f["id"] for f in inputs["existing_facts"]}
     texts = [f["statement"] for f in inputs["existing_facts"]]
-    return [claim_findings(c, n, events, fact_ids, texts) for n, c in enumerate(answer["claims"])]
+    found = [claim_findings(c, n, events, fact_ids, texts) for n, c in enumerate(answer["claims"])]
+    return duplicate_findings(answer["claims"], found)
 
 
 # --- consolidate and reflect -----------------------------------------------------------------

@@ -135,11 +135,13 @@ def _audit_extract(row: dict[str, Any]) -> list[Violation]:
     current = [t for t in truth.get("facts", []) if t["status"] == "current"]
     by_key = {_truth_key(t["subject"], t["predicate"], t["value"]): t for t in current}
     seen: Counter = Counter()
-    for n, c in enumerate(claims):
-        where = f"claim {n}"
-        found = verify.canonical_claim_findings(c, n) or verify.claim_findings(
+    checked = verify.duplicate_findings(claims, [
+        verify.canonical_claim_findings(c, n) or verify.claim_findings(
             wire.claim_to_wire(c), n, events, fact_ids,
             [f["statement"] for f in inp["existing_facts"]])
+        for n, c in enumerate(claims)])
+    for n, (c, found) in enumerate(zip(claims, checked, strict=True)):
+        where = f"claim {n}"
         out += [Violation(f.code, str(f)) for f in found]
         cited = [events[i] for i in c["source_indices"] if i in events]
         out += _audit_claim_behaviour(c, cited, truth.get("forbidden", []), where)
@@ -149,8 +151,6 @@ def _audit_extract(row: dict[str, Any]) -> list[Violation]:
                                  f"{c['predicate']}={c['value']!r} is not a current fact"))
         else:
             seen[id(t)] += 1
-            if seen[id(t)] > 1:
-                out.append(Violation("duplicate_claim", f"{where} repeats a fact"))
             out += _audit_against_truth(c, t, where)
         if c["kind"] == "belief" and not _hedged(c["statement"]):
             out.append(Violation("belief_unhedged", f"{where}: no hedge in {c['statement']!r}"))

@@ -18,7 +18,8 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
    in no trusted event, no cited event and no existing fact is dropped, whatever trusted turn
    it cites: an injected "the user works at Globex" cannot be stored by citing the user's
    "Thanks" after the tool text; words found in no event at all never count, since values may
-   be normalised or paraphrased). Any other finding (unknown
+   be normalised or paraphrased); and no claim twice (`duplicate_claim`: the same subject,
+   predicate, value and kind as an earlier kept claim). Any other finding (unknown
    event index or fact / evidence id, a quote that is not an exact substring and candidate span
    of its event, a time expression not detected in the events) -> `OutputValidationError`
    with `error.findings`.
