@@ -28,7 +28,7 @@ summary.json, report.md, tasks.png, temporal.png, config.json (see eval/README.m
 
 import sys
 
-from memworker.eval.cli import main
+from memworker.pipeline import evaluate  # memworker.eval.cli.main; the export re-signs a release
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(evaluate())

@@ -28,7 +28,7 @@
 #
 # Every model arm gets the same sampler: temperature 0, seed 0, grammar on, n_ctx 4096,
 # max tokens 1024 (above the longest gold answer of the train split, 858 tokens: see
-# EVAL_MAX_TOKENS in src/memworker/train/cli.py), one llama.cpp thread (THREADS below).
+# EVAL_MAX_TOKENS in src/memworker/pipeline.py), one llama.cpp thread (THREADS below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from memworker.corpus.build import generate_rows, wire_row
-from memworker.train.cli import EVAL_MAX_TOKENS
+from memworker.pipeline import EVAL_MAX_TOKENS
 
 ROOT = Path(__file__).resolve().parents[1]
 

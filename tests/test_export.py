@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from memworker import pipeline
 from memworker.export import ExportError, export_base, export_release, record_evaluation
 from memworker.export import cli as ecli
 from memworker.export import release as rel
 from memworker.export.verify import verify_release
 from memworker.hashing import sha256_file
-from memworker.train import cli as tcli
 from tests.fixtures.tiny import build_tiny_base, build_tiny_corpus
 
 FAST = ["--no-export", "--no-qlora", "--max-steps", "3", "--grad-accum", "1",
@@ -42,7 +42,7 @@ def tiny(tmp_path_factory):
     (work / "pyproject.toml").write_text("[project]\nname = 'checkout'\n")  # publish target
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(work)
-        assert tcli.main(["--stage", "general-a", "--base", str(base), "--receipts-dir",
+        assert pipeline.main(["--stage", "general-a", "--base", str(base), "--receipts-dir",
                           "receipts", "--no-build-corpus", *FAST]) == 0
     return {"base": base, "other": other, "work": work}
 
@@ -295,7 +295,7 @@ def test_record_evaluation_re_signs_the_release(work, release, tmp_path):
 def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path):
     """`eval/run.py --into-receipt <receipts copy> --release DIR` goes through record_evaluation:
     the release still verifies; a receipt copy that is not the release's is refused."""
-    from memworker.eval.summary import merge_into_receipt
+    from memworker.pipeline import merge_into_receipt
 
     out = shutil.copytree(release, tmp_path / "release")
     receipts = tmp_path / "receipts"
@@ -330,7 +330,7 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     args = [a for a in FAST if a != "--no-export"]
     main = ["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir", "receipts",
             "--no-build-corpus"]
-    assert tcli.main([*main, *args, "--eval-rows", "2"]) == 0
+    assert pipeline.main([*main, *args, "--eval-rows", "2"]) == 0
     captured = capsys.readouterr()
     out = captured.out
     assert "export: release/memworker-local-base-general-a-q8_0.gguf (" in out
@@ -344,7 +344,7 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     assert f"; release gate: {verdict}); check it: python export/verify.py release" in out
     summary = json.loads(Path("runs/eval/heldout/summary.json").read_text())
     assert summary["arms"] == ["base", "student", "rules"] and summary["rows"] == 2
-    assert summary["config"]["sampler"]["max_tokens_cap"] == tcli.EVAL_MAX_TOKENS
+    assert summary["config"]["sampler"]["max_tokens_cap"] == pipeline.EVAL_MAX_TOKENS
     assert summary["config"]["gguf"]["student"]["path"] == \
         "release/memworker-local-base-general-a-q8_0.gguf"
     assert _receipt(Path("release"))["evaluation"]["heldout"] == summary
@@ -356,13 +356,13 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     shown = capsys.readouterr()
     assert f"heldout: evaluated on the first 2 of the {total} held-out rows (not the full " \
         "evaluation), gated like a full one" in (shown.err if problems else shown.out)
-    assert tcli.main([*main, *args, "--eval-rows", "2"]) == 0  # a rerun: nothing runs again
+    assert pipeline.main([*main, *args, "--eval-rows", "2"]) == 0  # a rerun: nothing runs again
     err = capsys.readouterr().err
     assert "arm base: 0 rows run, 2 already done" in err
     assert "arm student: 0 rows run, 2 already done" in err
-    assert tcli.main([*main, *args, "--no-eval"]) == 0
+    assert pipeline.main([*main, *args, "--no-eval"]) == 0
     assert "evaluation of" not in capsys.readouterr().out
-    assert tcli.main([*main, *FAST]) == 0
+    assert pipeline.main([*main, *FAST]) == 0
     assert "export:" not in (out := capsys.readouterr().out) and "evaluation of" not in out
 
 

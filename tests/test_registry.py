@@ -134,11 +134,11 @@ def test_embedded_base_converts_to_an_hf_folder(monkeypatch, tmp_path):
 def test_production_base_without_a_gpu_is_one_line(capsys):
     import torch
 
-    from memworker.train import cli
+    from memworker import pipeline
 
     if torch.cuda.is_available():
         not_applicable("this machine has a GPU")
-    assert cli.main(["--stage", "coding", "--profile", "gpu", "--no-build-corpus"]) == 2
+    assert pipeline.main(["--stage", "coding", "--profile", "gpu", "--no-build-corpus"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "qwen3-4b" in err and "CUDA GPU" in err
 

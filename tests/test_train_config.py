@@ -7,8 +7,9 @@ import argparse
 
 import pytest
 
+from memworker.pipeline import build_parser
 from memworker.train import config as tconfig
-from memworker.train.cli import build_parser, command_for
+from memworker.train.cli import command_for
 
 
 def shipped() -> list:

@@ -230,13 +230,13 @@ def test_stage_runs_with_packing_and_upper_layers_through_the_command_line(work,
     import json
     from pathlib import Path
 
-    from memworker.train import cli
+    from memworker import pipeline
 
     args = ["--stage", "general-a", "--base", str(assets["base"]), "--receipts-dir", "",
             "--no-build-corpus", "--no-export", "--no-qlora", "--max-steps", "2",
             "--grad-accum", "1", "--val-rows", "2", "--eval-steps", "1000", "--batch-size", "3",
             "--max-batch-tokens", "5000", "--packing", "--lora-layers", "upper:1"]
-    assert cli.main(args) == 0
+    assert pipeline.main(args) == 0
     for stage in ("coding", "general-a"):
         receipt = json.loads(Path(f"runs/{stage}/receipt.json").read_text())
         assert receipt["config"]["lora_layers"] == "upper:1"

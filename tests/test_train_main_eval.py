@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from memworker import pipeline
 from memworker.eval.cli import main as eval_main
 from memworker.eval.summary import coverage_line, table_lines
 from memworker.hashing import sha256_file
-from memworker.train import cli as tcli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "heldout-summary-trimmed.json"
 
@@ -84,7 +84,7 @@ def test_table_of_a_fresh_evaluation(tiny_corpus, tmp_path, capsys):
 
 
 def _args(tmp_path: Path, *extra: str):
-    args = tcli.build_parser().parse_args(
+    args = pipeline.build_parser().parse_args(
         ["--stage", "general", "--runs-dir", str(tmp_path / "runs"), "--release-dir",
          str(tmp_path / "release"), *extra])
     return args
@@ -95,17 +95,18 @@ def test_eval_plan_arguments(tmp_path):
     release.mkdir()
     (release / "release-receipt.json").write_text(json.dumps({"student": {"gguf": "s-q8_0.gguf"}}))
     stage = {"stage": "general", "config": {"corpus": "data/corpus"}}
-    argv, out, ggufs = tcli.eval_plan(stage, _args(tmp_path, "--receipts-dir",
+    argv, out, ggufs = pipeline.eval_plan(stage, _args(tmp_path, "--receipts-dir",
                                                    str(tmp_path / "receipts")))
     assert argv == ["--arm", f"base={release / 'base-q8_0.gguf'}",
                     "--arm", f"student={release / 's-q8_0.gguf'}", "--arm", "rules",
                     "--set", "heldout", "--corpus", "data/corpus", "--out", str(out),
-                    "--max-tokens", str(tcli.EVAL_MAX_TOKENS),
+                    "--max-tokens", str(pipeline.EVAL_MAX_TOKENS),
                     "--into-receipt", str(tmp_path / "receipts" / "release-receipt.json"),
                     "--release", str(release), "--limit", "16"]
     assert out == tmp_path / "runs" / "eval" / "heldout"
     assert ggufs == {"base": release / "base-q8_0.gguf", "student": release / "s-q8_0.gguf"}
-    argv, _, _ = tcli.eval_plan(stage, _args(tmp_path, "--receipts-dir", "", "--eval-rows", "0"))
+    argv, _, _ = pipeline.eval_plan(stage, _args(tmp_path, "--receipts-dir", "", "--eval-rows",
+                                                  "0"))
     assert "--limit" not in argv
     assert argv[argv.index("--into-receipt") + 1] == str(release / "release-receipt.json")
 
@@ -114,12 +115,12 @@ def test_flags(tmp_path, capsys):
     assert _args(tmp_path).eval_rows == 16 and not _args(tmp_path).no_eval
     assert _args(tmp_path, "--no-eval").no_eval
     with pytest.raises(SystemExit):
-        tcli.main(["--stage", "general", "--eval-rows", "-1"])
+        pipeline.main(["--stage", "general", "--eval-rows", "-1"])
     assert "--eval-rows must be 0" in capsys.readouterr().err
     receipt = {"stage": "general"}
-    assert tcli._exports(receipt, _args(tmp_path))
-    assert not tcli._exports(receipt, _args(tmp_path, "--no-export"))
-    assert not tcli._exports({**receipt, "backend": "mlx"}, _args(tmp_path))
+    assert pipeline._exports(receipt, _args(tmp_path))
+    assert not pipeline._exports(receipt, _args(tmp_path, "--no-export"))
+    assert not pipeline._exports({**receipt, "backend": "mlx"}, _args(tmp_path))
 
 
 def _eval_folder(tmp_path, corpus, config_arms, samples: str):
@@ -136,7 +137,7 @@ def _eval_folder(tmp_path, corpus, config_arms, samples: str):
     def argv(arms):
         return [*(x for a in arms for x in ("--arm", f"{a}={ggufs[a]}")), "--arm", "rules",
                 "--set", "heldout", "--corpus", str(corpus), "--out", str(out),
-                "--max-tokens", str(tcli.EVAL_MAX_TOKENS), "--limit", "16"]
+                "--max-tokens", str(pipeline.EVAL_MAX_TOKENS), "--limit", "16"]
 
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps(planned_config(argv(config_arms))[1]))
@@ -148,16 +149,16 @@ def test_a_folder_of_other_ggufs_is_moved_aside_not_reused(tiny_corpus, tmp_path
     ggufs, out, argv = _eval_folder(tmp_path, tiny_corpus, ("base", "student"), "".join(
         json.dumps({"id": "r1", "arm": a}) + "\n" for a in ("base", "student"))
         + '{"id": "r2", "ar')
-    assert tcli.retire_stale_eval(argv) is None  # same: it resumes
+    assert pipeline.retire_stale_eval(argv) is None  # same: it resumes
     assert (out / "config.json").is_file()
     ggufs["student"].write_bytes(b"another student")
-    aside = tcli.retire_stale_eval(argv)
+    aside = pipeline.retire_stale_eval(argv)
     assert aside is not None and aside.name.startswith("heldout.stale-")
     assert not out.exists() and (aside / "config.json").is_file()
     said = capsys.readouterr().out
     assert "another model for arm 'student'" in said and "moved to" in said
     assert "name the arm differently" not in said  # eval's advice is what the main job does
-    assert tcli.retire_stale_eval(argv) is None  # nothing there yet
+    assert pipeline.retire_stale_eval(argv) is None  # nothing there yet
 
 
 def test_a_folder_where_only_the_base_ran_resumes_with_a_new_student(tiny_corpus, tmp_path):
@@ -165,9 +166,9 @@ def test_a_folder_where_only_the_base_ran_resumes_with_a_new_student(tiny_corpus
     and rules later reuses the base rows; a base of other bytes still retires the folder."""
     ggufs, out, argv = _eval_folder(tmp_path, tiny_corpus, ("base",),
                                     json.dumps({"id": "r1", "arm": "base"}) + "\n")
-    assert tcli.retire_stale_eval(argv) is None
+    assert pipeline.retire_stale_eval(argv) is None
     ggufs["base"].write_bytes(b"another base")
-    assert tcli.retire_stale_eval(argv) is not None
+    assert pipeline.retire_stale_eval(argv) is not None
 
 
 def test_a_folder_of_another_sampler_or_without_its_config_is_moved_aside(tiny_corpus, tmp_path,
@@ -181,17 +182,17 @@ def test_a_folder_of_another_sampler_or_without_its_config_is_moved_aside(tiny_c
                                     json.dumps({"id": "r1", "arm": "base"}) + "\n")
     cap = argv.index("--max-tokens") + 1
     other = [*argv[:cap], "512", *argv[cap + 1:]]
-    aside = tcli.retire_stale_eval(other)
+    aside = pipeline.retire_stale_eval(other)
     assert aside is not None and "another sampler" in capsys.readouterr().out
     aside.rename(out)
     (out / "config.json").unlink()
-    assert tcli.retire_stale_eval(argv) is not None
+    assert pipeline.retire_stale_eval(argv) is not None
     assert "no readable config.json" in capsys.readouterr().out
     (tmp_path / "b").mkdir()
     _, out, argv = _eval_folder(tmp_path / "b", tiny_corpus, ("base",),  # a bad line mid-file
                                 '{"id": "r1", "ar\n' + json.dumps({"id": "r2", "arm": "base"}))
     with pytest.raises(EvalError):
-        tcli.retire_stale_eval(argv)
+        pipeline.retire_stale_eval(argv)
     assert out.exists()
 
 
@@ -204,8 +205,8 @@ def test_a_fuller_evaluation_in_the_receipt_is_not_replaced(tmp_path):
     full = {"rows": 64, "config": {"gguf": {a: {"sha256": sha256_file(p)}
                                             for a, p in ggufs.items()}}}
     (tmp_path / "release-receipt.json").write_text(json.dumps({"evaluation": {"heldout": full}}))
-    assert tcli._fuller_evaluation(tmp_path, ggufs, 16) == 64
-    assert tcli._fuller_evaluation(tmp_path, ggufs, 0) is None      # all rows: merged
-    assert tcli._fuller_evaluation(tmp_path, ggufs, 64) is None
+    assert pipeline._fuller_evaluation(tmp_path, ggufs, 16) == 64
+    assert pipeline._fuller_evaluation(tmp_path, ggufs, 0) is None      # all rows: merged
+    assert pipeline._fuller_evaluation(tmp_path, ggufs, 64) is None
     ggufs["student"].write_bytes(b"another student")
-    assert tcli._fuller_evaluation(tmp_path, ggufs, 16) is None     # another release
+    assert pipeline._fuller_evaluation(tmp_path, ggufs, 16) is None     # another release

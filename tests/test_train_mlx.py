@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from memworker import pipeline
 from memworker.hashing import read_jsonl
 from memworker.prompts import system_prompt
-from memworker.train import cli
 from memworker.train import data as tdata
 from memworker.train.mlx_lora import loss_logger, read_losses
 
@@ -20,7 +20,7 @@ ARGS = ["--backend", "mlx", "--receipts-dir", "", "--no-build-corpus", "--max-st
 
 
 def test_export_writes_chat_rows_and_the_exact_command(work, assets):
-    assert cli.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS,
+    assert pipeline.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS,
                      "--max-length", "900", "--mlx-export-only"]) == 0
     run = Path("runs/coding")
     rows = read_jsonl(run / "mlx-data" / "train.jsonl")
@@ -74,7 +74,7 @@ def test_mlx_loss_reports_are_logged_by_its_training_callback(tmp_path, mlx_lm):
 
 @pytest.mark.slow
 def test_mlx_lora_trains_the_tiny_model(work, assets, mlx_lm):
-    assert cli.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS]) == 0
+    assert pipeline.main(["--stage", "coding", "--base", str(assets["base"]), *ARGS]) == 0
     receipt = json.loads(Path("runs/coding/receipt.json").read_text())
     assert receipt["backend"] == "mlx" and receipt["result"]["global_step"] == 2
     assert receipt["result"]["final_train_loss"] > 0 and receipt["result"]["val_loss"] > 0
@@ -83,6 +83,6 @@ def test_mlx_lora_trains_the_tiny_model(work, assets, mlx_lm):
     assert receipt["result"]["val_loss"] == val_curve[-1][1]
     assert "adapters.safetensors" in receipt["adapter"]["files"]
     # the next stage warm-starts from the mlx adapter
-    assert cli.main(["--stage", "general-a", "--base", str(assets["base"]), *ARGS]) == 0
+    assert pipeline.main(["--stage", "general-a", "--base", str(assets["base"]), *ARGS]) == 0
     child = json.loads(Path("runs/general-a/receipt.json").read_text())
     assert "--resume-adapter-file" in child["mlx"]["command"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memworker.train import report
+from memworker import receipts
 from tests.helpers import NOT_APPLICABLE
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -34,7 +34,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_clean_tree_is_not_dirty(repo: Path) -> None:
-    state = report.git_commit(repo / "src")
+    state = receipts.git_commit(repo / "src")
     assert len(state["commit"]) == 40
     assert state["dirty"] is False and state["changed"] == []
 
@@ -42,19 +42,19 @@ def test_clean_tree_is_not_dirty(repo: Path) -> None:
 def test_receipts_written_by_the_run_do_not_make_the_tree_dirty(repo: Path) -> None:
     (repo / "receipts" / "coding-receipt.json").write_text('{"stage": "coding"}\n')
     (repo / "receipts" / "general-receipt.json").write_text("{}\n")
-    assert report.git_commit(repo / "src")["dirty"] is False  # cwd below the top: still excluded
+    assert receipts.git_commit(repo / "src")["dirty"] is False  # cwd below the top: still excluded
 
 
 def test_a_code_change_or_new_file_is_dirty_and_named(repo: Path) -> None:
     (repo / "src" / "code.py").write_text("x = 2\n")
     (repo / "new.txt").write_text("new\n")
-    state = report.git_commit(repo / "src")
+    state = receipts.git_commit(repo / "src")
     assert state["dirty"] is True
     assert sorted(state["changed"]) == ["new.txt", "src/code.py"]
 
 
 def test_outside_a_repository_the_state_is_unknown(tmp_path: Path) -> None:
-    state = report.git_commit(tmp_path)
+    state = receipts.git_commit(tmp_path)
     assert state["commit"] is None and state["dirty"] is None
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from transformers import TrainerCallback
 
+from memworker import pipeline
 from memworker.hashing import sha256_file, sha256_json
 from memworker.prompts import template_hashes
-from memworker.train import cli
 from memworker.train import loop as tloop
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ FAST = ["--no-export", "--no-qlora", "--max-steps", "3", "--grad-accum", "1",
 
 
 def train(stage: str, base: Path, *extra: str) -> int:
-    return cli.main(["--stage", stage, "--base", str(base), "--receipts-dir", "receipts",
+    return pipeline.main(["--stage", stage, "--base", str(base), "--receipts-dir", "receipts",
                      "--no-build-corpus", *FAST, *extra])
 
 

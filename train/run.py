@@ -27,7 +27,7 @@ Flags override the YAML and its `--profile` block. Missing parent stages run fir
 inherited flags (base, qlora, max length, steps/epochs, precision, threads, row limits).
 """
 
-from memworker.train.cli import main
+from memworker.pipeline import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

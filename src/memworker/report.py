@@ -31,8 +31,8 @@ from memworker.eval import results
 from memworker.eval.grade import PRIMARY, TEMPORAL_CLASSES
 from memworker.eval.summary import TASKS
 from memworker.hashing import sha256_file
+from memworker.receipts import RELEASE_RECEIPT as RELEASE
 
-RELEASE = "release-receipt.json"
 LIVE = "live-summary.json"
 EXTERNAL = "external-summary.json"
 

@@ -7,11 +7,14 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memworker.eval import runner
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.hashing import write_json
+
+if TYPE_CHECKING:
+    from memworker.eval.summary import SignRelease
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,10 +119,13 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
             "gguf": {**before.get("gguf", {}), **config["gguf"]}}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, sign_release: SignRelease | None = None) -> int:
+    """`sign_release` re-signs a release receipt given to --into-receipt (the export's, wired by
+    `memworker.pipeline.evaluate`, which `python eval/run.py` runs); without it such a receipt is
+    refused."""
     args = build_parser().parse_args(argv)
     try:
-        return _main(args)
+        return _main(args, sign_release)
     except EvalError as exc:
         print(f"eval: error: {exc}", file=sys.stderr)
         return 2
@@ -128,14 +134,23 @@ def main(argv: list[str] | None = None) -> int:
 def planned_config(argv: list[str]) -> tuple[Path, dict[str, Any]]:
     """The output folder and the configuration `eval/run.py ARGV` records there before joining
     the samples already in it (`continue_config`); runs and writes nothing."""
-    _, _, _, out, _, config = _plan(build_parser().parse_args(argv))
-    return out, config
+    plan = _plan(build_parser().parse_args(argv))
+    return plan.out, plan.config
 
 
-def _plan(args: argparse.Namespace) -> tuple[list[Arm], list[str], list[dict[str, Any]], Path,
-                                             Sampler, dict[str, Any]]:
+class Plan(NamedTuple):
+    """What an invocation runs (arms over rows with one sampler), where, and the configuration
+    it records."""
+    arms: list[Arm]
+    rows: list[dict[str, Any]]
+    out: Path
+    sampler: Sampler
+    config: dict[str, Any]
+
+
+def _plan(args: argparse.Namespace) -> Plan:
     from memworker.prompts import template_hashes
-    from memworker.train.report import environment
+    from memworker.receipts import environment
 
     arms = [runner.parse_arm(a) for a in args.arm]
     names = [a.name for a in arms]
@@ -154,13 +169,14 @@ def _plan(args: argparse.Namespace) -> tuple[list[Arm], list[str], list[dict[str
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
-    return arms, names, rows, Path(args.out), sampler, config
+    return Plan(arms, rows, Path(args.out), sampler, config)
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
     from memworker.eval import summary as S
 
-    arms, names, rows, out, sampler, config = _plan(args)
+    arms, rows, out, sampler, config = _plan(args)
+    names = [a.name for a in arms]
     out.mkdir(parents=True, exist_ok=True)
     if not args.no_run:
         config = continue_config(out, config)
@@ -191,7 +207,8 @@ def _main(args: argparse.Namespace) -> int:
         S.plot(summary, out)
     if args.into_receipt:
         try:
-            S.merge_into_receipt(args.into_receipt, args.set, summary, args.release)
+            S.merge_into_receipt(args.into_receipt, args.set, summary, args.release,
+                                 sign_release=sign_release)
         except (FileNotFoundError, ValueError) as exc:
             raise EvalError(str(exc)) from None
     heads = []

@@ -751,7 +751,7 @@ def _main(args: Any) -> int:
     from memworker.eval.runner import EvalError, Sampler
     from memworker.hashing import write_json
     from memworker.prompts import template_hashes
-    from memworker.train.report import environment
+    from memworker.receipts import environment
 
     arms = [runner.parse_arm(a) for a in args.arm]
     names = [a.name for a in arms]

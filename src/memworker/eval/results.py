@@ -22,10 +22,10 @@ from typing import Any
 
 from memworker.eval.grade import BINARY_METRICS, PRIMARY
 from memworker.eval.summary import coverage_line
+from memworker.receipts import RELEASE_RECEIPT as RELEASE
 
 BEGIN = "<!-- results:begin (python eval/results.py --write README.md; do not edit) -->"
 END = "<!-- results:end -->"
-RELEASE = "release-receipt.json"
 LIVE = "live-summary.json"
 SET_ORDER = ("heldout", "test", "natural")
 ARM_ORDER = ("base", "student", "rules")

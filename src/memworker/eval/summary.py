@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from itertools import combinations
 from pathlib import Path
 from statistics import median
@@ -27,6 +28,11 @@ from memworker.eval.grade import (
 )
 from memworker.eval.runner import grade_sample
 from memworker.hashing import write_json
+from memworker.receipts import RELEASE_KIND
+
+#: re-signs a release folder with a new `evaluation` section: (release folder, evaluation,
+#: folder of the receipt copy to refresh or None)
+SignRelease = Callable[[Path, dict[str, Any], "Path | None"], None]
 
 TASKS = ("extract", "consolidate", "reflect")
 REFERENCE_RANK = {"base": 0, "rules": 1}
@@ -384,13 +390,17 @@ def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
 # --- receipt ------------------------------------------------------------------------------------
 
 def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
-                       release_dir: str | Path = "release") -> Path:
+                       release_dir: str | Path = "release", *,
+                       sign_release: SignRelease | None = None) -> Path:
     """Put `summary` under `evaluation[set_name]` of the receipt JSON at `path`.
 
     A release receipt (`kind: memworker-release`) is signed by its release folder's SHA256SUMS,
-    so it is updated through the export's `record_evaluation(release_dir, ...)`, which re-signs
-    the folder, rewrites the model card, copies the receipt back to `path` and republishes the
-    top-level files; `path` must be the copy of `release_dir`'s receipt. Any other receipt is
+    so it is updated through `sign_release(release_dir, evaluation, receipts_dir)`: the export's
+    `record_evaluation`, which re-signs the folder, rewrites the model card, copies the receipt
+    back to `path` (`receipts_dir`: its folder, None for the release's own receipt) and
+    republishes the top-level files. The evaluator does not import the export: its caller passes
+    the signer (`memworker.pipeline`, behind `python eval/run.py`); without one a release receipt
+    is refused. `path` must be the copy of `release_dir`'s receipt. Any other receipt is
     rewritten with the same dump (indent 2, sorted keys), so its other keys keep their bytes."""
     p = Path(path)
     if not p.is_file():
@@ -402,21 +412,19 @@ def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
     section = doc.get("evaluation")
     section = dict(section) if isinstance(section, dict) else {}
     section[set_name] = summary
-    if doc.get("kind") == "memworker-release":
-        from memworker.export import ExportError, default_publish_dir, record_evaluation
-
+    if doc.get("kind") == RELEASE_KIND:
         release = Path(release_dir)
         copy = release / p.name
         if not copy.is_file() or copy.read_bytes() != p.read_bytes():
             raise ValueError(f"{p} is a release receipt but {copy} is not the same file: pass "
                              "the release folder it belongs to with --release DIR")
-        try:
-            # the release's own receipt has no copy elsewhere to refresh
-            copies = None if p.resolve().parent == release.resolve() else p.parent
-            record_evaluation(release, section, receipts_dir=copies,
-                              publish_dir=default_publish_dir(release))
-        except ExportError as exc:
-            raise ValueError(str(exc)) from None
+        if sign_release is None:
+            raise ValueError(f"{p} is a release receipt, signed by its release folder: merge "
+                             "into it with `python eval/run.py … --into-receipt`, which "
+                             "re-signs the folder")
+        # the release's own receipt has no copy elsewhere to refresh
+        sign_release(release, section, None if p.resolve().parent == release.resolve()
+                     else p.parent)
         return p
     doc["evaluation"] = section
     write_json(p, doc)

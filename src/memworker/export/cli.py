@@ -161,10 +161,10 @@ def _gate_line(folder: Path) -> str | None:
     import json
 
     from memworker.export import gate
-    from memworker.export.release import RECEIPT_NAME
+    from memworker.receipts import RELEASE_RECEIPT
 
     try:
-        receipt = json.loads((folder / RECEIPT_NAME).read_text("utf-8"))
+        receipt = json.loads((folder / RELEASE_RECEIPT).read_text("utf-8"))
     except (OSError, ValueError):
         return None
     sets = gate.coverage(receipt) if isinstance(receipt, dict) else []

@@ -36,9 +36,15 @@ from memworker.export import card, converter
 from memworker.export import modelfile as mfile
 from memworker.hashing import sha256_file, write_json, write_sha256sums
 from memworker.prompts import template_hashes
-from memworker.train.lineage import ADAPTER_DIR, RECEIPT, adapter_files
+from memworker.receipts import (
+    ADAPTER_DIR,
+    RECEIPT,
+    RELEASE_KIND,
+    RELEASE_RECEIPT,
+    adapter_files,
+    environment,
+)
 
-RECEIPT_NAME = "release-receipt.json"
 SUMS = "SHA256SUMS"
 BASE_GGUF = "base-q8_0.gguf"
 OUTTYPE = "q8_0"
@@ -91,9 +97,7 @@ def _version(name: str) -> str | None:
 
 
 def _tools() -> dict[str, Any]:
-    from memworker.train import report
-
-    env = report.environment()
+    env = environment()
     libs = env["libraries"]
     for name in ("llama-cpp-python", "gguf", "jsonschema"):
         if (v := _version(name)) is not None:
@@ -239,7 +243,7 @@ def corpus_provenance(receipt: dict[str, Any]) -> dict[str, Any]:
 # --- the output folder ---------------------------------------------------------------------------
 
 def existing_release(out: Path) -> dict[str, Any] | None:
-    path = out / RECEIPT_NAME
+    path = out / RELEASE_RECEIPT
     return _load_json(path) if path.is_file() else None
 
 
@@ -252,7 +256,7 @@ def check_out(out: Path, base_sha: str, student_sha: str | None, force: bool) ->
     old = existing_release(out)
     if old is None:
         if any(out.iterdir()):
-            raise ExportError(f"{out} is not empty and holds no {RECEIPT_NAME}; pick an empty "
+            raise ExportError(f"{out} is not empty and holds no {RELEASE_RECEIPT}; pick an empty "
                               "folder or pass --force to write into it")
         return
     old_base = (old.get("base") or {}).get("weights_sha256")
@@ -271,7 +275,7 @@ def clear_release(out: Path) -> None:
 
     sums = out / SUMS
     listed = list(read_sha256sums(sums)) if sums.is_file() else []
-    for rel in [*listed, RECEIPT_NAME, SUMS]:
+    for rel in [*listed, RELEASE_RECEIPT, SUMS]:
         (out / rel).unlink(missing_ok=True)
     shutil.rmtree(out / ADAPTER_DIR, ignore_errors=True)
 
@@ -318,7 +322,7 @@ def _license_text(prepared: registry.PreparedBase) -> str:
 
 def _new_receipt(prepared: registry.PreparedBase) -> dict[str, Any]:
     identity = {k: v for k, v in prepared.identity.items() if k != "path"}
-    return {"kind": "memworker-release", "format": FORMAT,
+    return {"kind": RELEASE_KIND, "format": FORMAT,
             "name": f"memworker-{_slug(prepared.model.key)}-base-only",
             "version": _version("memworker"), "license": prepared.model.license,
             "base": identity, "student": None, "base_export": None, "lineage": [],
@@ -363,16 +367,16 @@ def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
         receipt["resigned"] = {"utc": now, "after": resigned, "git": _tools()["git"]}
     receipt["gate"] = gate.evaluate(receipt)
     rels = [r for r in (p.relative_to(out).as_posix() for p in sorted(out.rglob("*"))
-                        if p.is_file()) if r not in (SUMS, RECEIPT_NAME, card.CARD)]
+                        if p.is_file()) if r not in (SUMS, RELEASE_RECEIPT, card.CARD)]
     receipt["artifacts"] = {rel: _artifact(out, rel) for rel in rels}
     (out / card.CARD).write_text(card.render(receipt), "utf-8")
     receipt["artifacts"][card.CARD] = _artifact(out, card.CARD)
-    write_json(out / RECEIPT_NAME, receipt)
+    write_json(out / RELEASE_RECEIPT, receipt)
     write_sha256sums(out, [p for p in out.rglob("*")
                            if p.is_file() and p.relative_to(out).as_posix() != SUMS])
     if receipts_dir is not None:
         receipts_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / RECEIPT_NAME, receipts_dir / RECEIPT_NAME)
+        shutil.copyfile(out / RELEASE_RECEIPT, receipts_dir / RELEASE_RECEIPT)
     if publish_dir is not None:
         publish(out, publish_dir, receipt)
     return receipt
@@ -382,7 +386,7 @@ def publish(out: Path, publish_dir: Path, receipt: dict[str, Any] | None = None)
     """Top-level `Modelfile` and `SHA256SUMS` in `publish_dir` for the release in `out`."""
     from memworker.hashing import read_sha256sums
 
-    receipt = receipt or _load_json(out / RECEIPT_NAME)
+    receipt = receipt or _load_json(out / RELEASE_RECEIPT)
     prefix = Path(os.path.relpath(out.resolve(), publish_dir.resolve())).as_posix()
     if (out / "Modelfile").is_file() and receipt.get("student"):
         text = (out / "Modelfile").read_text("utf-8")
@@ -476,7 +480,7 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
     out = Path(out)
     release = existing_release(out)
     if release is None:
-        raise ExportError(f"{out} holds no {RECEIPT_NAME}; export the release first")
+        raise ExportError(f"{out} holds no {RELEASE_RECEIPT}; export the release first")
     from memworker.hashing import HashMismatch, verify_sha256sums
 
     try:
@@ -500,7 +504,7 @@ def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
     out = Path(out)
     release = existing_release(out)
     if release is None:
-        raise ExportError(f"{out} holds no {RECEIPT_NAME}; export the release first")
+        raise ExportError(f"{out} holds no {RELEASE_RECEIPT}; export the release first")
     try:
         release["gate"] = gate.add_waiver(release, set_name, metric, reason)
     except gate.WaiverError as exc:

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from memworker.export import modelfile as mfile
-from memworker.export.release import RECEIPT_NAME, SUMS
+from memworker.export.release import SUMS
 from memworker.hashing import HashMismatch, sha256_file, verify_sha256sums
 from memworker.prompts import system_prompt
+from memworker.receipts import RELEASE_RECEIPT
 
 EXTRA_CHECKS: list[Callable[[Path, dict[str, Any]], list[str]]] = []
 
@@ -60,12 +61,12 @@ def check_receipt(folder: Path, receipt: dict[str, Any], receipts_dir: Path | No
     for rel, art in sorted((receipt.get("artifacts") or {}).items()):
         path = folder / rel
         if not path.is_file():
-            problems.append(f"{path}: missing (listed in {RECEIPT_NAME})")
+            problems.append(f"{path}: missing (listed in {RELEASE_RECEIPT})")
         elif sha256_file(path) != art.get("sha256") or path.stat().st_size != art.get("bytes"):
-            problems.append(f"{path}: differs from its sha256/size in {RECEIPT_NAME}")
+            problems.append(f"{path}: differs from its sha256/size in {RELEASE_RECEIPT}")
     student = receipt.get("student")
     if student and student.get("gguf") not in (receipt.get("artifacts") or {}):
-        problems.append(f"{folder / RECEIPT_NAME}: the student GGUF is not among its artifacts")
+        problems.append(f"{folder / RELEASE_RECEIPT}: the student GGUF is not among its artifacts")
     if receipts_dir is None:
         return problems
     if receipt.get("lineage") and not receipts_dir.is_dir():
@@ -76,7 +77,7 @@ def check_receipt(folder: Path, receipt: dict[str, Any], receipts_dir: Path | No
         if not path.is_file():
             problems.append(f"{path}: missing (stage {stage['stage']} of the lineage)")
         elif sha256_file(path) != stage["receipt_sha256"]:
-            problems.append(f"{path}: sha256 differs from the lineage in {RECEIPT_NAME}")
+            problems.append(f"{path}: sha256 differs from the lineage in {RELEASE_RECEIPT}")
     if student and receipt.get("lineage"):
         final = receipts_dir / f"{student['stage']}-receipt.json"
         if final.is_file() and sha256_file(final) == student["receipt_sha256"]:
@@ -85,9 +86,9 @@ def check_receipt(folder: Path, receipt: dict[str, Any], receipts_dir: Path | No
                 path = folder / "adapter" / name
                 if not path.is_file() or sha256_file(path) != digest:
                     problems.append(f"{path}: differs from the adapter recorded in {final}")
-    committed = receipts_dir / RECEIPT_NAME
-    if committed.is_file() and committed.read_bytes() != (folder / RECEIPT_NAME).read_bytes():
-        problems.append(f"{committed}: differs from {folder / RECEIPT_NAME} (another release)")
+    committed = receipts_dir / RELEASE_RECEIPT
+    if committed.is_file() and committed.read_bytes() != (folder / RELEASE_RECEIPT).read_bytes():
+        problems.append(f"{committed}: differs from {folder / RELEASE_RECEIPT} (another release)")
     return problems
 
 
@@ -150,7 +151,7 @@ def _gguf_problems(path: str | Path, n_ctx: int, threads: int | None) -> list[st
 def check_gate(folder: Path, receipt: dict[str, Any], allow_unevaluated: bool) -> list[str]:
     from memworker.export import gate
 
-    return [f"{folder / RECEIPT_NAME}: {p}"
+    return [f"{folder / RELEASE_RECEIPT}: {p}"
             for p in gate.problems(receipt, allow_unevaluated=allow_unevaluated)]
 
 
@@ -163,7 +164,7 @@ def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receip
     folder = Path(folder)
     receipts = Path(receipts_dir) if receipts_dir else None
     problems = check_sums(folder)
-    receipt_path = folder / RECEIPT_NAME
+    receipt_path = folder / RELEASE_RECEIPT
     try:
         receipt = json.loads(receipt_path.read_text("utf-8"))
     except (OSError, ValueError) as exc:

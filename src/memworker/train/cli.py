@@ -1,36 +1,29 @@
-"""`python train/run.py`: resolve the stage config, build a missing corpus, run missing parent
-stages first, then train the stage (torch, or mlx-lm on Apple silicon) and print its receipt."""
+"""The training stage of `python train/run.py`: its arguments, the chain of stages (a missing
+corpus built, missing parent stages trained first, then the stage itself, with torch or mlx-lm on
+Apple silicon) and its one-line summary. The main job around it (the export and the evaluation
+that follow) is `memworker.pipeline`."""
 
 from __future__ import annotations
 
 import argparse
 import fcntl
-import json
-import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from memworker import registry
+from memworker.receipts import RECEIPT
 from memworker.train import config as tconfig
 from memworker.train import data as tdata
-from memworker.train.lineage import RECEIPT, LineageError, MissingParent
+from memworker.train.lineage import LineageError, MissingParent
 
 EXPECTED = (tconfig.ConfigError, tdata.DataError, LineageError, registry.BaseUnavailable)
-EVAL_SET = "heldout"
-# The same cap on every attempt of every arm (the base otherwise writes thousands of tokens). It
-# must stay above the longest gold answer: corpus v2's extract answers run to 858 tokens in the
-# general train split (median 571; 60 % are over 512), so a 512 cap cut off most correct answers
-# (tests/test_eval_cap.py measures generated rows against it).
-EVAL_MAX_TOKENS = 1024
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python train/run.py",
-        description="Train one stage of the memory worker (missing parent stages run first).",
-        epilog="Examples: see the docstring of train/run.py and train/README.md.")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The stage flags of `python train/run.py` (its parser adds the config fields last:
+    `config.add_field_flags`)."""
     parser.add_argument("--stage", required=True,
                         help=f"stage to train: one of {', '.join(tconfig.STAGE_ORDER)} "
                         "(or a path to a stage YAML)")
@@ -52,30 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="auto: mlx-lm on Apple silicon when installed, else torch")
     parser.add_argument("--mlx-export-only", action="store_true",
                         help="mlx backend: write the data and the mlx_lm command, do not run it")
-    parser.add_argument("--no-export", action="store_true",
-                        help="do not export the release after the stage (by default the base "
-                        "and the student become Q8_0 GGUFs in --release-dir: export/run.py)")
-    parser.add_argument("--release-dir", default="release",
-                        help="release folder the finished stage is exported to (replaced)")
-    parser.add_argument("--eval-rows", type=int, default=16, metavar="N",
-                        help="after the export, evaluate base, student and rules on the first N "
-                        "rows of the stage corpus's held-out set (heldout.jsonl interleaves "
-                        "extract, extract, consolidate, reflect: 16 rows are 8/4/4) into "
-                        "<runs-dir>/eval/heldout and the release receipt, then print the table; "
-                        "0 = every held-out row (default 16)")
-    parser.add_argument("--no-eval", action="store_true",
-                        help="do not evaluate the exported release (--no-export implies it)")
-    tconfig.add_field_flags(parser)
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.eval_rows < 0:
-        parser.error("--eval-rows must be 0 (every held-out row) or more")
-    args.argv = argv
+def train(args: argparse.Namespace) -> tuple[int, dict[str, Any], Path | None]:
+    """Seed first, then the chain up to `args.stage` and its summary line. Returns (exit status,
+    the stage receipt, its run folder); status 2 with the one-line error of an expected failure."""
     overrides = tconfig.flag_overrides(args)
     from transformers import set_seed
 
@@ -86,142 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         receipt, run_dir = run_chain(args, overrides)
     except (*EXPECTED, RunError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 2, {}, None
     finish_distributed()
     if receipt:
         _summary(receipt, run_dir, args)
-    code = export_release(receipt, run_dir, args)
-    if code != 0 or args.no_eval or not _exports(receipt, args):
-        return code
-    return evaluate_release(receipt, args)
-
-
-def _exports(receipt: dict[str, Any], args) -> bool:
-    """Whether this process exports (and then evaluates) the release: rank 0 of a torch run."""
-    return (not args.no_export and bool(receipt.get("stage"))
-            and int(os.environ.get("RANK", "0")) == 0 and receipt.get("backend") != "mlx")
-
-
-def export_release(receipt: dict[str, Any], run_dir: Path | None, args) -> int:
-    """The main job ends with the release: base and student through export/run.py's path."""
-    if args.no_export or not receipt.get("stage") or int(os.environ.get("RANK", "0")) != 0:
-        return 0
-    if receipt.get("backend") == "mlx":
-        print("train: mlx adapters are not exported (export merges PEFT adapters); fuse with "
-              "`python -m mlx_lm fuse`")
-        return 0
-    from memworker.export.cli import main as export_main
-
-    return export_main(["--run", str(run_dir), "--out", args.release_dir, "--with-base",
-                        "--force", "--receipts-dir", args.receipts_dir])
-
-
-def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str, Path]]:
-    """The evaluator's arguments for the release just exported: base, student and rules on the
-    first `--eval-rows` held-out rows of the corpus the stage trained on, every arm capped at
-    EVAL_MAX_TOKENS, merged into the release receipt (through the receipts copy when there is
-    one, so both stay the same file). Returns (argv, output folder, model arms' GGUFs)."""
-    from memworker.export.release import BASE_GGUF, RECEIPT_NAME
-
-    release = Path(args.release_dir)
-    student = json.loads((release / RECEIPT_NAME).read_text("utf-8"))["student"]["gguf"]
-    ggufs = {"base": release / BASE_GGUF, "student": release / student}
-    out = Path(args.runs_dir) / "eval" / EVAL_SET
-    into = Path(args.receipts_dir) / RECEIPT_NAME if args.receipts_dir else release / RECEIPT_NAME
-    argv = [*(x for name, path in ggufs.items() for x in ("--arm", f"{name}={path}")),
-            "--arm", "rules", "--set", EVAL_SET, "--corpus", str(receipt["config"]["corpus"]),
-            "--out", str(out), "--max-tokens", str(EVAL_MAX_TOKENS),
-            "--into-receipt", str(into), "--release", str(release)]
-    if args.eval_rows:
-        argv += ["--limit", str(args.eval_rows)]
-    return argv, out, ggufs
-
-
-def retire_stale_eval(argv: list[str]) -> Path | None:
-    """An evaluation folder resumes from its samples; `eval/run.py ARGV` refuses to join samples
-    made with other models, another corpus, sampler or prompts (`continue_config`). The main job
-    moves such a folder aside instead (returns where to), never deletes it, and evaluates afresh.
-    A damaged samples.jsonl is not moved: its EvalError goes to the caller."""
-    from datetime import datetime, timezone
-
-    from memworker.eval.cli import build_parser, continue_config, planned_config
-    from memworker.eval.runner import SAMPLES, ConfigMismatch, read_samples
-
-    if not Path(build_parser().parse_args(argv).out).exists():
-        return None  # nothing to resume: no need to hash the GGUFs for a configuration
-    out, config = planned_config(argv)
-    read_samples(out / SAMPLES)  # a damaged file is reported, not retired
-    try:
-        continue_config(out, config)
-        return None
-    except ConfigMismatch as exc:
-        why = exc.what  # its advice (another --out, remove the folder) is what happens here
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    aside = out.with_name(f"{out.name}.stale-{stamp}")
-    out.rename(aside)
-    print(f"train: {why}; moved to {aside}, evaluating afresh")
-    return aside
-
-
-def _fuller_evaluation(release: Path, ggufs: dict[str, Path], rows: int) -> int | None:
-    """Rows of a held-out evaluation of these same GGUFs already in the release receipt when it
-    ran more rows than `rows` (0 = all): a limited evaluation must not replace it."""
-    from memworker.export.release import RECEIPT_NAME
-    from memworker.hashing import sha256_file
-
-    doc = json.loads((release / RECEIPT_NAME).read_text("utf-8"))
-    old = (doc.get("evaluation") or {}).get(EVAL_SET)
-    if not isinstance(old, dict) or not rows:
-        return None
-    gguf = (old.get("config") or {}).get("gguf") or {}
-    if any((gguf.get(a) or {}).get("sha256") != sha256_file(p) for a, p in ggufs.items()):
-        return None
-    return old["rows"] if isinstance(old.get("rows"), int) and old["rows"] > rows else None
-
-
-def evaluate_release(receipt: dict[str, Any], args) -> int:
-    """The main job's last step: the matched held-out evaluation of the release (in process,
-    `eval/run.py`), then the table and where everything is."""
-    from memworker.eval.cli import main as eval_main
-    from memworker.eval.runner import EvalError
-    from memworker.eval.summary import table_lines
-    from memworker.export.release import RECEIPT_NAME
-
-    argv, out, ggufs = eval_plan(receipt, args)
-    try:
-        retire_stale_eval(argv)
-    except EvalError as exc:  # a damaged samples.jsonl: what eval/run.py would say on it
-        print(f"eval: error: {exc}", file=sys.stderr)
-        return 2
-    release = Path(args.release_dir)
-    kept = _fuller_evaluation(release, ggufs, args.eval_rows)
-    if kept is not None:
-        at = argv.index("--into-receipt")
-        del argv[at:at + 4]  # --into-receipt FILE --release DIR
-        print(f"train: {release / RECEIPT_NAME} already holds a {EVAL_SET} evaluation of these "
-              f"GGUFs on {kept} rows: kept (this {args.eval_rows}-row evaluation is not merged)")
-    print("train: evaluating the release: python eval/run.py " + shlex.join(argv))
-    code = eval_main(argv)
-    if code != 0:
-        return code
-    summary = json.loads((out / "summary.json").read_text("utf-8"))
-    print()
-    for line in table_lines(summary):
-        print(line)
-    doc = json.loads((release / RECEIPT_NAME).read_text("utf-8"))
-    stages = [e["stage"] for e in doc.get("lineage") or []]
-    verdict = (doc.get("gate") or {}).get("verdict")
-    runs = Path(args.runs_dir)
-    print(f"stage receipts: {', '.join(str(runs / s / RECEIPT) for s in stages)}"
-          + (f" (copies in {args.receipts_dir}/)" if args.receipts_dir else ""))
-    print(f"release: {release}/ (receipt {release / RECEIPT_NAME}"
-          + (f", copy {Path(args.receipts_dir) / RECEIPT_NAME}" if args.receipts_dir else "")
-          + (f"; release gate: {verdict}" if verdict else "")
-          + f"); check it: python export/verify.py {release}"
-          + ("" if args.receipts_dir == "receipts" else
-             f" --receipts-dir {shlex.quote(args.receipts_dir)}"))
-    print(f"eval report: {out / 'report.md'} (summary.json, samples.jsonl beside it)")
-    return 0
+    return 0, receipt, run_dir
 
 
 def _summary(receipt: dict[str, Any], run_dir: Path, args: argparse.Namespace) -> None:

@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from memworker.hashing import sha256_file, sha256_json
+from memworker.receipts import ADAPTER_DIR, RECEIPT, adapter_files
 from memworker.registry import PreparedBase
-
-RECEIPT = "receipt.json"
-ADAPTER_DIR = "adapter"
 
 
 class LineageError(ValueError):
@@ -20,11 +18,6 @@ class LineageError(ValueError):
 
 class MissingParent(LineageError):
     """The parent stage has no finished run (no receipt)."""
-
-
-def adapter_files(run_dir: Path) -> dict[str, str]:
-    folder = run_dir / ADAPTER_DIR
-    return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 def adapter_record(run_dir: Path) -> dict[str, Any]:

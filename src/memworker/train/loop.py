@@ -23,7 +23,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from memworker import prompts
+from memworker import prompts, receipts
 from memworker.hashing import write_json
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
@@ -341,7 +341,7 @@ def _check_resume(req: RunRequest, identity: dict) -> tuple[str, str | None]:
     """("done", None) when this exact run already finished, ("resume", checkpoint or None)
     otherwise; refuses to mix two configs (or bases, or parents) in one run folder."""
     run_dir = req.paths.run_dir
-    cfg_path, receipt_path = run_dir / "config.json", run_dir / lineage.RECEIPT
+    cfg_path, receipt_path = run_dir / "config.json", run_dir / receipts.RECEIPT
     if req.fresh and run_dir.exists() and _is_main():
         shutil.rmtree(run_dir)
     _barrier()
@@ -406,7 +406,7 @@ def receipt_core(req: RunRequest, base: PreparedBase, parent: tuple[dict | None,
                  "max_length": cfg.max_length},
         "prompts_sha256": prompts.template_hashes(),
         "adapter": lineage.adapter_record(paths.run_dir),
-        "environment": report.environment(),
+        "environment": receipts.environment(),
     }
 
 
@@ -420,7 +420,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     if state_ == "done":
         print(f"train: stage {cfg.name} is already trained with this config in {paths.run_dir} "
               "(pass --fresh to retrain)")
-        return json.loads((paths.run_dir / lineage.RECEIPT).read_text("utf-8"))
+        return json.loads((paths.run_dir / receipts.RECEIPT).read_text("utf-8"))
 
     mem_scope = report.reset_peak_memory()  # this stage's peak, not an earlier stage's
     device = tmodel.pick_device(cfg)
@@ -431,11 +431,11 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     if _is_main():  # the resolved config goes to disk before training starts
         doc = {**identity, "config": cfg.to_dict(), "base": base.identity, "args": req.args,
-               "device": device.to_dict(), "environment": report.environment()}
+               "device": device.to_dict(), "environment": receipts.environment()}
         write_json(paths.run_dir / "config.json", doc)
 
     check_share_prefix_support(cfg)
-    parent_adapter = paths.parent_dir / lineage.ADAPTER_DIR if cfg.parent else None
+    parent_adapter = paths.parent_dir / receipts.ADAPTER_DIR if cfg.parent else None
     model = tmodel.load_model(base, cfg, device, parent_adapter)
     clock = _Clock()
     trainer = _make_trainer(req, device, model, tokenizer, train_enc, val_enc, clock)
@@ -453,7 +453,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
         _barrier()  # until rank 0 has written the adapter and receipt (a child stage reads them)
         return {}
 
-    adapter_dir = paths.run_dir / lineage.ADAPTER_DIR
+    adapter_dir = paths.run_dir / receipts.ADAPTER_DIR
     shutil.rmtree(adapter_dir, ignore_errors=True)
     trainer.model.save_pretrained(adapter_dir)
     state_path = paths.run_dir / "trainer_state.json"
@@ -470,7 +470,7 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     }
     report.loss_curve(state.log_history, paths.run_dir / "loss.png",
                       f"{cfg.name} on {base.model.key}")
-    report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
+    receipts.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
     _barrier()
     return receipt
 

@@ -38,10 +38,11 @@ from typing import Any
 
 import yaml
 
+from memworker import receipts
 from memworker.hashing import write_jsonl
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
-from memworker.train import lineage, report
+from memworker.train import report
 from memworker.train.config import StageConfig
 from memworker.train.loop import RunError, RunRequest, check_parent, prepare_data, receipt_core
 from memworker.train.mlx_lora import read_losses
@@ -125,8 +126,9 @@ def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[s
     iters = iterations(cfg, train_stats.rows)
     config_path = paths.run_dir / "mlx-lora.yaml"
     config_path.write_text(yaml.safe_dump(lora_yaml(cfg, iters), sort_keys=True), "utf-8")
-    adapter_dir = paths.run_dir / lineage.ADAPTER_DIR
-    resume = paths.parent_dir / lineage.ADAPTER_DIR / "adapters.safetensors" if cfg.parent else None
+    adapter_dir = paths.run_dir / receipts.ADAPTER_DIR
+    resume = (paths.parent_dir / receipts.ADAPTER_DIR / "adapters.safetensors" if cfg.parent
+              else None)
     loss_log = paths.run_dir / "mlx-losses.jsonl"
     cmd = command(cfg, base.path, data_dir, adapter_dir, config_path, iters, resume, loss_log)
     (paths.run_dir / "mlx-command.txt").write_text(shlex.join(cmd) + "\n", "utf-8")
@@ -168,5 +170,5 @@ def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[s
         "memory_peak": report.peak_memory(children=True),
     }
     receipt["data"]["mlx_export_sha256"] = {"train": train_sha, "valid": val_sha}
-    report.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
+    receipts.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
     return receipt

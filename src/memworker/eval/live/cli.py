@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     from memworker.inference.hmem import MemWorkerBackend
-    from memworker.train.report import environment
+    from memworker.receipts import environment
 
     arms = [eval_runner.parse_arm(a) for a in args.arm]
     names = [a.name for a in arms]
