@@ -29,7 +29,7 @@ from typing import Any
 
 from memworker.eval import results
 from memworker.eval.grade import PRIMARY, TEMPORAL_CLASSES
-from memworker.eval.summary import TASKS
+from memworker.eval.summary import TASKS, metric_tables
 from memworker.hashing import sha256_file
 from memworker.receipts import RELEASE_RECEIPT as RELEASE
 
@@ -440,19 +440,7 @@ def show_external(inputs: Inputs) -> None:
     lines = [f"**{summary.get('disclaimer', '')}**", "",
              f"License declared by the file: {lic}." if lic else
              "The file declares no license.", "",
-             "| task | metric | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
-    for task in ("extract", "reflect"):
-        names = sorted({m for a in arms for m in summary["metrics"].get(a, {}).get(task, {})
-                        .get("metrics", {})})
-        for m in names:
-            cells = []
-            for a in arms:
-                e = summary["metrics"].get(a, {}).get(task, {}).get("metrics", {}).get(m)
-                unit = "" if not e or e["den"] == e["n_rows"] else f", {e['num']:g}/{e['den']:g}"
-                cells.append("–" if not e or e["value"] is None else
-                             f"{e['value']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}] "
-                             f"(n={e['n_rows']}{unit})")
-            lines.append(f"| {task} | {m} | " + " | ".join(cells) + " |")
+             *metric_tables(summary, ("extract", "reflect"), task_column=True)]
     cats = summary.get("reflect_by_category", {})
     names = sorted({c for a in arms for c in cats.get(a, {})})
     if names:

@@ -608,17 +608,6 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
                            "mcnemar": "exact two-sided (binomial, p = 1/2, discordant pairs)"}}
 
 
-def _fmt(entry: dict[str, Any]) -> str:
-    if entry["value"] is None:
-        return "–"
-    ci = entry["ci"]
-    n = f"n={entry['n_rows']}"
-    if entry["den"] != entry["n_rows"]:
-        n += f", {entry['num']:g}/{entry['den']:g}"
-    ci_text = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
-    return f"{entry['value']:.3f}{ci_text} ({n})"
-
-
 def license_line(license_: str | None) -> str:
     if license_:
         return f"License declared by the file: {license_}."
@@ -627,6 +616,8 @@ def license_line(license_: str | None) -> str:
 
 
 def report_markdown(summary: dict[str, Any]) -> str:
+    from memworker.eval.summary import metric_tables
+
     cfg = summary["config"]
     arms = summary["arms"]
     f = cfg["file"]
@@ -642,22 +633,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"out: {left_out}.",
              "", "Values: metric [95 % bootstrap interval over conversations] (n rows; num/den "
              "where the unit is not a row). Failed rows count as zero credit.", ""]
-    for task in TASKS:
-        names: list[str] = []
-        for arm in arms:
-            for m in summary["metrics"][arm].get(task, {}).get("metrics", {}):
-                if m not in names:
-                    names.append(m)
-        if not names:
-            continue
-        lines += [f"## {task}", "", "| metric | " + " | ".join(arms) + " |",
-                  "|---|" + "---|" * len(arms)]
-        for m in names:
-            cells = [_fmt(summary["metrics"][arm][task]["metrics"][m])
-                     if m in summary["metrics"][arm].get(task, {}).get("metrics", {}) else "–"
-                     for arm in arms]
-            lines.append(f"| {m} | " + " | ".join(cells) + " |")
-        lines.append("")
+    lines += metric_tables(summary, TASKS)
     cats = sorted({c for arm in arms for c in summary["reflect_by_category"][arm]})
     if cats:
         lines += ["## reflect_correct by QA category (as labelled in the file)", "",

@@ -171,13 +171,44 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
 
 # --- report.md ----------------------------------------------------------------------------------
 
-def _value(entry: dict[str, Any]) -> str:
-    if entry["value"] is None:
+def _value(entry: dict[str, Any] | None) -> str:
+    if not entry or entry["value"] is None:
         return "–"
     n = f"n={entry['n_rows']}"
     if entry["den"] != entry["n_rows"]:
         n += f", {entry['num']:g}/{entry['den']:g}"
     return f"{entry['value']:.3f} {_fmt_ci(entry['ci'])} ({n})"
+
+
+def metric_tables(summary: dict[str, Any], tasks: tuple[str, ...], *,
+                  task_column: bool = False) -> list[str]:
+    """Markdown of every metric of every arm, task by task: value [95 % interval] (n rows;
+    num/den where the unit is not a row), "–" where an arm has none. A `## <task>` section with
+    its table per task (report.md, and the external diagnostic's), or with `task_column` one
+    table with a task column (the notebook). The one renderer of a summary's metrics."""
+    arms = summary["arms"]
+    metrics = summary["metrics"]
+    lines = (["| task | metric | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+             if task_column else [])
+    for task in tasks:
+        names: list[str] = []
+        for arm in arms:
+            for m in metrics.get(arm, {}).get(task, {}).get("metrics", {}):
+                if m not in names:
+                    names.append(m)
+        if not names:
+            continue
+        if not task_column:
+            lines += [f"## {task}", "", "| metric | " + " | ".join(arms) + " |",
+                      "|---|" + "---|" * len(arms)]
+        for m in names:
+            cells = [_value(metrics.get(arm, {}).get(task, {}).get("metrics", {}).get(m))
+                     for arm in arms]
+            lead = f"| {task} | {m} |" if task_column else f"| {m} |"
+            lines.append(f"{lead} " + " | ".join(cells) + " |")
+        if not task_column:
+            lines.append("")
+    return lines
 
 
 def report_markdown(summary: dict[str, Any]) -> str:
@@ -193,22 +224,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
              "Rows graded per arm: " + ", ".join(
                  f"`{a}` {summary['schema'][a]['rows']}/{summary['rows']}" for a in arms)
              + " (paired comparisons use the rows both arms ran).", ""]
-    for task in (*TASKS, "all"):
-        names: list[str] = []
-        for arm in arms:
-            for m in summary["metrics"][arm].get(task, {}).get("metrics", {}):
-                if m not in names:
-                    names.append(m)
-        if not names:
-            continue
-        lines += [f"## {task}", "", "| metric | " + " | ".join(arms) + " |",
-                  "|---|" + "---|" * len(arms)]
-        for m in names:
-            cells = [_value(summary["metrics"][arm][task]["metrics"][m])
-                     if m in summary["metrics"][arm].get(task, {}).get("metrics", {}) else "–"
-                     for arm in arms]
-            lines.append(f"| {m} | " + " | ".join(cells) + " |")
-        lines.append("")
+    lines += metric_tables(summary, (*TASKS, "all"))
     lines += ["## Paired differences", "",
               "| pair | task | metric | a | b | a − b [95 % CI] | McNemar p (a only / b only) "
               "| n rows (episodes) |", "|---|---|---|---|---|---|---|---|"]
