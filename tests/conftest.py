@@ -10,8 +10,9 @@ failed, naming what is missing, except skips that call `tests.helpers.not_applic
 does not apply to this machine, e.g. a CPU-only check on a GPU machine). Locally, without the
 variable, missing prerequisites skip as usual.
 
-Tiny-model fixtures for training runs: `assets` (tiny bases and corpora) and `work` (a working
-folder laid out like the repository).
+`tiny_corpus` (a tiny frozen corpus for the evaluator's tests); tiny-model fixtures for training
+runs: `assets` (tiny bases and corpora) and `work` (a working folder laid out like the
+repository).
 """
 
 from __future__ import annotations
@@ -112,7 +113,13 @@ def llama_server(embedded_gguf, llama_cpp, tmp_path_factory):
             proc.wait()
 
 
-# --- tiny-model training fixtures ------------------------------------------------------------
+# --- tiny corpora and tiny-model training fixtures -------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory):
+    """A tiny frozen corpus (`tests.fixtures.tiny.build_tiny_corpus`), built once per module."""
+    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
+
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):

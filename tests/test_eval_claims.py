@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from memworker.eval import runner
 from memworker.eval.claims import arm_breakdowns, breakdown
 from memworker.eval.cli import main as eval_main
@@ -57,10 +55,3 @@ def test_a_rules_evaluation_folder_is_read_with_the_graders_support(tiny_corpus,
     none = subprocess.run([sys.executable, "eval/claims.py", "--out", str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True)
     assert none.returncode == 2 and "no config.json" in none.stderr
-
-
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory):
-    from tests.fixtures.tiny import build_tiny_corpus
-
-    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))

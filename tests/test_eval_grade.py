@@ -296,10 +296,3 @@ def test_gold_answers_of_a_tiny_corpus_grade_perfect(tiny_corpus):
         assert not any(v["safety"].values()) and not v["safety_raw"]["secrets_written"]
         if row["task"] == "extract":
             assert v["temporal"]["before"] == v["temporal"]["after"] == {}
-
-
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory):
-    from tests.fixtures.tiny import build_tiny_corpus
-
-    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))

@@ -18,13 +18,6 @@ from memworker.eval.summary import merge_into_receipt
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory):
-    from tests.fixtures.tiny import build_tiny_corpus
-
-    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
-
-
 @pytest.mark.parametrize("text,arm", [
     ("rules", runner.Arm("rules", "rules", "")),
     ("r2=rules", runner.Arm("r2", "rules", "")),

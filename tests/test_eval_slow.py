@@ -15,13 +15,6 @@ from memworker.registry import embedded_gguf_path
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory):
-    from tests.fixtures.tiny import build_tiny_corpus
-
-    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
-
-
 def test_gguf_arm_end_to_end(tiny_corpus, tmp_path):
     gguf = embedded_gguf_path()
     out = tmp_path / "run"

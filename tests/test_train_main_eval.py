@@ -20,13 +20,6 @@ from memworker.hashing import sha256_file
 FIXTURE = Path(__file__).parent / "fixtures" / "heldout-summary-trimmed.json"
 
 
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory):
-    from tests.fixtures.tiny import build_tiny_corpus
-
-    return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
-
-
 def test_table_of_the_first_release_summary():
     """Real figures of the first release (64 held-out rows): base, student, rules per task,
     then student - base with its paired interval."""
