@@ -3,6 +3,7 @@ conftest.py)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import threading
@@ -18,6 +19,16 @@ def not_applicable(reason: str) -> None:
     """Skip a test that does not apply to this machine (a CPU-only check on a GPU machine);
     unlike a missing prerequisite, CI does not turn this skip into a failure."""
     pytest.skip(NOT_APPLICABLE + reason)
+
+
+def replaced(doc, path, value):
+    """A deep copy of `doc` with the value at `path` (keys and list indices) set to `value`."""
+    doc = copy.deepcopy(doc)
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return doc
 
 
 def episode(**overrides):

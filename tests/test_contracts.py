@@ -5,7 +5,7 @@ import pytest
 
 from memworker import contracts
 from memworker.contracts import ContractError, errors, load_schema, validate
-from tests.helpers import episode
+from tests.helpers import episode, replaced
 
 CLAIM = {
     "source_indices": [0], "quotes": ["I moved to Lisbon last week."],
@@ -23,17 +23,38 @@ def test_every_schema_is_valid_draft_2020_12():
         assert schema.get("type") == "object" or "anyOf" in schema
 
 
-def test_good_documents_validate():
-    validate("episode", episode())
-    validate("extract_output", {"claims": [CLAIM]})
-    validate("extract_output", {"claims": []})
-    validate("consolidate_input", {"facts": [{"id": "F1", "statement": "x"}]})
-    validate("consolidate_output", {"observations": [{"statement": "s", "supports": ["F1", "F2"]}]})
-    validate("reflect_input", {"question": "q?", "asked_at": "2025-10-08T09:00:00Z",
-                               "evidence": [{"id": "E1", "timestamp": "2025-10-01T10:00:00+00:00",
-                                             "text": "t"}]})
-    validate("reflect_output", {"answer": "a", "citations": ["E1"], "insufficient_evidence": False})
-    validate("reflect_output", {"answer": "unknown", "citations": [], "insufficient_evidence": True})
+REFLECT_INPUT = {"question": "q?", "asked_at": "2025-10-08T09:00:00Z",
+                 "evidence": [{"id": "E1", "timestamp": "2025-10-01T10:00:00+00:00",
+                               "text": "t"}]}
+#: (schema, a document it accepts, the same document with one thing wrong, where)
+GOOD_AND_BAD = [
+    ("episode", episode(), replaced(episode(), ("events", 0, "role"), "system"),
+     "events/0/role"),
+    ("extract_output", {"claims": [CLAIM]}, {"claims": [{**CLAIM, "confidence": 1.5}]},
+     "claims/0/confidence"),
+    ("extract_output", {"claims": []}, {"claims": [], "extra": 1}, "<root>"),
+    ("consolidate_input", {"facts": [{"id": "F1", "statement": "x"}]},
+     {"facts": [{"id": "F1"}]}, "facts/0"),
+    ("consolidate_output", {"observations": [{"statement": "s", "supports": ["F1", "F2"]}]},
+     {"observations": [{"statement": "s", "supports": ["F1", "F1"]}]},
+     "observations/0/supports"),
+    ("reflect_input", REFLECT_INPUT,
+     replaced(REFLECT_INPUT, ("asked_at",), "2025-10-08T09:00:00"), "asked_at"),
+    ("reflect_output", {"answer": "a", "citations": ["E1"], "insufficient_evidence": False},
+     {"answer": "a", "citations": ["E1"], "insufficient_evidence": True}, "<root>"),
+    ("reflect_output", {"answer": "unknown", "citations": [], "insufficient_evidence": True},
+     {"answer": "unknown", "citations": [], "insufficient_evidence": False}, "<root>"),
+]
+
+
+@pytest.mark.parametrize("name,good,bad,where", GOOD_AND_BAD,
+                         ids=[f"{n}-{w}" for n, _, _, w in GOOD_AND_BAD])
+def test_good_documents_validate(name, good, bad, where):
+    """Each good document validates, and the same document with one thing wrong does not."""
+    validate(name, good)
+    with pytest.raises(ContractError) as info:
+        validate(name, bad)
+    assert any(e.startswith(where) for e in info.value.errors), info.value.errors
 
 
 @pytest.mark.parametrize("name,doc,fragment", [

@@ -22,6 +22,7 @@ from memworker.inference.cli import RequestError, load_request, main
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.schema import InputError, check_inputs
 from memworker.temporal import parse_timestamp
+from tests.helpers import replaced
 from tests.test_codec_strategies import INPUTS
 
 EP = {"episode_id": "ep",
@@ -45,15 +46,6 @@ IMPOSSIBLE = [
 ]
 
 
-def _with(inputs, path, value):
-    doc = copy.deepcopy(inputs)
-    target = doc
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
-    return doc
-
-
 def test_every_timestamp_field_of_every_input_contract_is_validated():
     """Every string field of an input contract whose pattern starts with a year is listed in
     contracts.TIMESTAMP_FIELDS (so a new timestamp field cannot skip the validator)."""
@@ -74,7 +66,7 @@ def test_every_timestamp_field_of_every_input_contract_is_validated():
 
 @pytest.mark.parametrize("task,inputs,path,value", IMPOSSIBLE)
 def test_impossible_timestamps_are_rejected_naming_the_field(task, inputs, path, value):
-    bad = _with(inputs, path, value)
+    bad = replaced(inputs, path, value)
     field = "/".join(map(str, path))
     name = contracts.TASK_SCHEMAS[task][0]
     # the schema's pattern alone lets it through
@@ -91,11 +83,23 @@ def test_impossible_timestamps_are_rejected_naming_the_field(task, inputs, path,
     assert field in violations[0].detail
 
 
-def test_valid_timestamps_pass():
-    for task, inputs in (("extract", EP), ("reflect", REFLECT)):
-        check_inputs(task, inputs)
-    leap = _with(EP, ("events", 0, "timestamp"), "2024-02-29T23:59:59-11:30")
-    check_inputs("extract", _with(leap, ("existing_facts", 0, "valid_from"), "2024-02-29"))
+@pytest.mark.parametrize("task,inputs,path,good,bad", [
+    ("extract", EP, ("events", 0, "timestamp"), "2024-02-29T23:59:59-11:30",
+     "2023-02-29T23:59:59-11:30"),
+    ("extract", EP, ("existing_facts", 0, "valid_from"), "2024-02-29", "2023-02-29"),
+    ("extract", EP, ("existing_facts", 0, "valid_from"), "2023-12", "2023-00"),
+    ("reflect", REFLECT, ("asked_at",), "2025-10-09T23:59+02:00", "2025-10-09T24:00+02:00"),
+    ("reflect", REFLECT, ("evidence", 0, "timestamp"), "2024-02-10T10:00:00+14:00",
+     "2024-02-10T10:00:00+24:00"),
+])
+def test_valid_timestamps_pass(task, inputs, path, good, bad):
+    """A real date-time passes (a leap day, an offset, minutes only); the same field one step
+    past what the calendar allows is refused, naming the field."""
+    check_inputs(task, inputs)
+    check_inputs(task, replaced(inputs, path, good))
+    field = "/".join(map(str, path))
+    with pytest.raises(InputError, match=re.escape(f"{field}: {bad!r} is not a real date")):
+        check_inputs(task, replaced(inputs, path, bad))
 
 
 @pytest.mark.parametrize("value,needle", [
@@ -134,7 +138,7 @@ def test_run_py_says_when_the_prompt_file_is_malformed_json(tmp_path, capsys):
 
 def test_run_py_rejects_an_impossible_timestamp_before_loading_a_model(tmp_path, capsys):
     request = tmp_path / "req.json"
-    bad = _with(EP, ("events", 0, "timestamp"), "2025-13-45T99:00:00Z")
+    bad = replaced(EP, ("events", 0, "timestamp"), "2025-13-45T99:00:00Z")
     request.write_text(json.dumps({"task": "extract", "inputs": bad}))
     # the GGUF does not exist: reaching the backend would fail differently
     assert main(["--gguf", str(tmp_path / "none.gguf"), "--prompt-file", str(request)]) == 2

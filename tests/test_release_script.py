@@ -4,14 +4,51 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "release.sh"
 
 
+def _logical_lines(text: str) -> list[str]:
+    """The script's lines with backslash continuations joined and comments dropped."""
+    return [line for line in text.replace("\\\n", " ").splitlines()
+            if not line.lstrip().startswith("#")]
+
+
 def test_release_script_parses():
+    """bash accepts it; every step its usage advertises is one it accepts and has code to run;
+    every `python SCRIPT` it runs is an entry script of the repository whose --help lists each
+    flag the script passes it; the training profile it names exists in every stage YAML."""
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
+    text = SCRIPT.read_text("utf-8")
+    steps = re.search(r"^ALL=\(([^)]*)\)$", text, flags=re.M).group(1).split()
+    sets = re.search(r"^SETS=\(([^)]*)\)$", text, flags=re.M).group(1).split()
+    usage = re.search(r"# every step in order: (.*)\n#\s+# (.*)\n", text)
+    assert f"{usage.group(1)} {usage.group(2)}".split() == steps
+    for step in steps:
+        assert f"wants {step};" in text or (step in sets and 'wants "$set"' in text), step
+
+    commands: dict[str, set[str]] = {}
+    for line in _logical_lines(text):
+        for script, args in re.findall(r"\bpython (\S+\.py)([^;|&]*)", line):
+            commands.setdefault(script, set()).update(re.findall(r"(?<!\S)--[a-z][a-z-]*", args))
+    assert {"train/run.py", "export/run.py", "eval/run.py", "eval/live.py",
+            "export/verify.py"} <= set(commands)
+    for script, flags in sorted(commands.items()):
+        assert (ROOT / script).is_file(), f"release.sh runs {script}, which does not exist"
+        shown = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=120)
+        assert shown.returncode == 0, (script, shown.stderr)
+        listed = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", shown.stdout))
+        assert flags <= listed, f"{script} has no {sorted(flags - listed)}"
+    profile = re.search(r"python train/run\.py .*--profile (\S+)", text).group(1)
+    for stage in ("coding", "general-a", "general"):
+        doc = yaml.safe_load((ROOT / "train" / "stages" / f"{stage}.yaml").read_text("utf-8"))
+        assert profile in doc["profiles"], (stage, profile)
 
 
 def test_unknown_step_is_refused_before_anything_runs(tmp_path):
