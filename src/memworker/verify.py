@@ -7,7 +7,8 @@ on a *drop* finding (noted in its diagnostics, the finding kept in `CodecResult.
 rejects the answer on any other finding (`OutputValidationError.findings`). So the same answer
 gets the same verdict in both places.
 
-extract, per claim (wire form, `memworker.wire`):
+extract, per claim (a wire claim record, `memworker.wire`; its statement, when it has none, is
+the one the codec renders, `wire.render_statement`):
 
 | code | drop? | rule |
 |---|---|---|
@@ -19,6 +20,7 @@ extract, per claim (wire form, `memworker.wire`):
 | `quote_not_in_event` | reject | a quote is not an exact substring of its cited event (or, in canonical form, `quotes` and `source_indices` differ in length) |
 | `quote_not_span` | reject | a quote is a substring but not one of the event's candidate spans (`memworker.spans`) |
 | `unknown_fact_id` | reject | `supersedes` names a fact id that is not among the existing facts |
+| `unknown_predicate` | reject | the predicate is not in the request's vocabulary (`memworker.ontology.vocabulary`; the dynamic schema offers exactly those) |
 | `time_expression_not_detected` | reject | the time expression is not one that `memworker.temporal.find_expressions` detects in the request's events (the dynamic schema offers exactly those; `memworker.wire.anchor_event` picks the event that dates it) |
 
 consolidate: `unknown_fact_id` (a support not among the facts). reflect: `unknown_evidence_id`
@@ -29,12 +31,13 @@ audit; repairs that cannot change meaning (redaction, duplicate ids) stay in the
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from memworker import temporal
+from memworker import temporal, wire
+from memworker.ontology import vocabulary
 from memworker.safety import contains_credential, is_memory_control
 from memworker.spans import candidate_spans
 from memworker.textnorm import norm
@@ -49,6 +52,7 @@ CODES = (
     "quote_not_in_event",
     "quote_not_span",
     "unknown_fact_id",
+    "unknown_predicate",
     "time_expression_not_detected",
     "unknown_evidence_id",
 )
@@ -88,6 +92,11 @@ def expressions_in(text: str, anchor: str | None = None) -> tuple[str, ...]:
 
 # --- extract ---------------------------------------------------------------------------------
 
+def statement_of(claim: dict[str, Any]) -> str:
+    """A claim record's statement: its own (a canonical gold claim's), else the rendered one."""
+    return claim.get("statement") or wire.render_statement(claim)
+
+
 def obeys_injection(claim: dict[str, Any], cited: list[dict[str, Any]]) -> bool:
     """The untrusted-source rule (see the module docstring) for a wire claim and its cited
     events (those that exist)."""
@@ -95,7 +104,7 @@ def obeys_injection(claim: dict[str, Any], cited: list[dict[str, Any]]) -> bool:
     if not untrusted:
         return False
     return (any(is_memory_control(e["text"]) for e in untrusted)
-            or is_memory_control(claim["statement"])
+            or is_memory_control(statement_of(claim))
             or is_memory_control(claim["value"] or ""))
 
 
@@ -160,7 +169,7 @@ def untrusted_words(claim: dict[str, Any], events: list[dict[str, Any]],
     if not foreign:
         return []
     candidates = (_salient(claim["value"] or "", value=True)
-                  | _salient(claim["statement"], value=False)
+                  | _salient(statement_of(claim), value=False)
                   | _salient(claim["subject"]["name"], value=False))
     in_foreign = set().union(*map(_words, foreign)) & candidates
     if not in_foreign:
@@ -211,16 +220,21 @@ def _quote_findings(claim: dict[str, Any], events: dict[int, dict[str, Any]],
 
 
 def claim_findings(claim: dict[str, Any], n: int, events: dict[int, dict[str, Any]],
-                   fact_ids: set[str], fact_texts: Sequence[str] = ()) -> list[Finding]:
-    """Every finding of wire claim number `n` against the request's events ({index: event}),
-    existing fact ids and existing fact statements (trusted text for the value-grounding
-    rule); drop findings first."""
+                   fact_ids: set[str], fact_texts: Sequence[str] = (),
+                   predicates: Collection[str] | None = None) -> list[Finding]:
+    """Every finding of wire claim record number `n` against the request's events ({index:
+    event}), existing fact ids, existing fact statements (trusted text for the value-grounding
+    rule) and predicate vocabulary (None: not checked); drop findings first."""
     where = f"claims/{n}"
     cited = [events[q["event"]] for q in claim["quotes"] if q["event"] in events]
     out = _drop_findings(claim, cited, where, list(events.values()), fact_texts)
     out += _quote_findings(claim, events, where)
     out += [Finding("unknown_fact_id", f"{where}/supersedes", f"fact id {fid!r} does not exist")
             for fid in claim["supersedes"] if fid not in fact_ids]
+    if predicates is not None and claim["predicate"] not in predicates:
+        out.append(Finding("unknown_predicate", f"{where}/predicate",
+                           f"{_short(claim['predicate'])!r} is not in the request's predicate "
+                           "vocabulary"))
     expr = claim["time_expression"]
     if expr is not None and not any(expr in expressions_in(e["text"], e.get("timestamp"))
                                     for e in events.values()):
@@ -269,12 +283,16 @@ def duplicate_findings(claims: list[dict[str, Any]],
 
 
 def extract_findings(answer: dict[str, Any], inputs: dict[str, Any]) -> list[list[Finding]]:
-    """Findings per claim of a wire extract answer (one list per claim, in order)."""
+    """Findings per claim of a wire extract answer (its claims as arrays, as the model writes
+    them, or as records; one list per claim, in order)."""
     events = {e["index"]: e for e in inputs["events"]}
     fact_ids = {f["id"] for f in inputs["existing_facts"]}
     texts = [f["statement"] for f in inputs["existing_facts"]]
-    found = [claim_findings(c, n, events, fact_ids, texts) for n, c in enumerate(answer["claims"])]
-    return duplicate_findings(answer["claims"], found)
+    predicates = set(vocabulary(inputs))
+    records = [c if isinstance(c, dict) else wire.unpack_claim(c) for c in answer["claims"]]
+    found = [claim_findings(c, n, events, fact_ids, texts, predicates)
+             for n, c in enumerate(records)]
+    return duplicate_findings(records, found)
 
 
 # --- consolidate and reflect -----------------------------------------------------------------

@@ -1,18 +1,33 @@
 """Wire form: what the model generates, and its conversion to and from the canonical contract.
 
-The model never writes what it can choose (ARCHITECTURE decision 8). For `extract`, the wire
-claim differs from the canonical claim (schemas/extract_output.schema.json):
+The model never writes what it can choose or what the codec can derive (ARCHITECTURE decision 8;
+train/README "Anatomy of an extract answer"). Wire v3, for `extract`, writes each claim as a
+fixed-order array (`prefixItems` in schemas/extract_wire.schema.json), with no keys at all:
+
+    [quotes, subject name, subject type, predicate, value, kind, time expression, supersedes]
+    quotes: [[span, event index], ...]  (the span first: the grammar then leaves only its event)
 
 | wire (generated)                              | canonical (what the store sees)                  |
 |-----------------------------------------------|--------------------------------------------------|
-| quotes: [{"quote": "…", "event": 2}]           | source_indices: [2], quotes: ["…"] (parallel)    |
-| time_expression: one detected in the events   | time_expression + date + date_precision, filled  |
+| quotes: [["…", 2]]                             | source_indices: [2], quotes: ["…"] (parallel)    |
+| subject name, subject type                    | subject: {"name", "type"}                        |
+| predicate: one of the request's vocabulary    | predicate                                        |
+| time expression: one detected in the events   | time_expression + date + date_precision, filled  |
 |   or null (never a date)                      |   by memworker.temporal from the event timestamp |
-| correction: bool                              | is_correction: bool                              |
-| confidence: "low" | "medium" | "high"         | confidence: 0.35 | 0.65 | 0.9                    |
+| (not written)                                 | statement: rendered from subject, predicate,     |
+|                                               |   value and kind (`render_statement`)            |
+| (not written)                                 | is_correction: supersedes is not empty           |
+| (not written)                                 | confidence: by kind (belief 0.35, plan 0.65,     |
+|                                               |   else 0.9: `CONFIDENCE_BY_KIND`)                |
 
-`consolidate` and `reflect` have the same wire and canonical form. Key order in the wire form is
-the schema's property order: the grammar enforces it, so training targets (`dump_answer`) use it.
+The corpus keeps its hand-written gold statements in the canonical rows; only the generated
+answer loses them (`comparable` says what survives a round trip). Inside the codec, the verifier
+and the corpus audit a wire claim is handled as a *record*, a dict with the fields above
+(`unpack_claim` / `pack_claim`).
+
+`consolidate` and `reflect` have the same wire and canonical form. Every answer is written with
+the compact separators `SEPARATORS` and keys in the schema's property order: the grammar
+enforces both, so training targets (`dump_answer`) use them.
 
 This module only converts shapes and resolves dates; verification against the inputs (exact
 spans, known ids, secrets, untrusted sources) is the codec's job (memworker.inference).
@@ -26,29 +41,33 @@ from typing import Any
 from memworker import temporal
 from memworker.contracts import load_schema
 
-CONFIDENCE = {"low": 0.35, "medium": 0.65, "high": 0.9}
+#: the compact separators of every answer (the grammar writes exactly these)
+SEPARATORS = (",", ":")
+#: a claim's confidence, derived from its kind (the corpus's gold agrees on every claim)
+CONFIDENCE_BY_KIND = {"belief": 0.35, "plan": 0.65}
+DEFAULT_CONFIDENCE = 0.9
+#: the fields of a wire claim, in the order of its array
+CLAIM_FIELDS = ("quotes", "name", "type", "predicate", "value", "kind", "time_expression",
+                "supersedes")
 
 _WIRE_SCHEMA = {"extract": "extract_wire", "consolidate": "consolidate_output",
                 "reflect": "reflect_output"}
-
-
-def confidence_label(value: float) -> str:
-    """Nearest wire label for a canonical confidence number."""
-    return min(CONFIDENCE, key=lambda label: (abs(CONFIDENCE[label] - value), label))
 
 
 def wire_schema_name(task: str) -> str:
     return _WIRE_SCHEMA[task]
 
 
+def confidence_of(kind: str) -> float:
+    return CONFIDENCE_BY_KIND.get(kind, DEFAULT_CONFIDENCE)
+
+
 def key_order(task: str) -> dict[str, list[str]]:
-    """Property order of the wire answer: {"": top level, "claim": ..., "quote": ..., ...}."""
+    """Property order of the wire answer: {"": top level, "observation": ...} (an extract claim is
+    an array: its order is CLAIM_FIELDS)."""
     schema = load_schema(_WIRE_SCHEMA[task])
     if task == "extract":
-        claim = schema["properties"]["claims"]["items"]
-        return {"": ["claims"], "claim": list(claim["properties"]),
-                "quote": list(claim["properties"]["quotes"]["items"]["properties"]),
-                "subject": list(claim["properties"]["subject"]["properties"])}
+        return {"": ["claims"], "claim": list(CLAIM_FIELDS)}
     if task == "consolidate":
         obs = schema["properties"]["observations"]["items"]
         return {"": ["observations"], "observation": list(obs["properties"])}
@@ -62,40 +81,162 @@ def _ordered(obj: dict[str, Any], order: list[str]) -> dict[str, Any]:
     return {k: obj[k] for k in order if k in obj}
 
 
+# --- extract claims: records <-> arrays ---------------------------------------------------------
+
+def pack_claim(record: dict[str, Any]) -> list[Any]:
+    """A claim record -> the array the model writes."""
+    return [[[q["quote"], q["event"]] for q in record["quotes"]], record["subject"]["name"],
+            record["subject"]["type"], record["predicate"], record["value"], record["kind"],
+            record["time_expression"], list(record["supersedes"])]
+
+
+def unpack_claim(claim: list[Any]) -> dict[str, Any]:
+    """The array the model wrote -> a claim record (raises ValueError on a wrong shape)."""
+    if not isinstance(claim, list) or len(claim) != len(CLAIM_FIELDS):
+        raise ValueError(f"a claim must be an array of {len(CLAIM_FIELDS)} items "
+                         f"({', '.join(CLAIM_FIELDS)})")
+    quotes, name, stype, predicate, value, kind, expr, supersedes = claim
+    if not isinstance(quotes, list) or not all(isinstance(q, list) and len(q) == 2
+                                               for q in quotes):
+        raise ValueError("quotes must be an array of [span, event index] pairs")
+    return {"quotes": [{"quote": q, "event": i} for q, i in quotes],
+            "subject": {"name": name, "type": stype}, "predicate": predicate, "value": value,
+            "kind": kind, "time_expression": expr, "supersedes": supersedes}
+
+
+def claim_records(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claim records of a wire extract answer."""
+    return [unpack_claim(c) for c in answer["claims"]]
+
+
 def order_answer(task: str, wire: dict[str, Any]) -> dict[str, Any]:
-    """The wire answer with keys in grammar order (raises on unknown keys)."""
+    """The wire answer with keys in grammar order (raises ValueError on unknown keys or a claim
+    of the wrong shape)."""
     order = key_order(task)
     top = _ordered(wire, order[""])
     if task == "extract":
-        top["claims"] = [
-            _ordered({**c, "quotes": [_ordered(q, order["quote"]) for q in c["quotes"]],
-                      "subject": _ordered(c["subject"], order["subject"])}, order["claim"])
-            for c in wire["claims"]
-        ]
+        top["claims"] = [pack_claim(unpack_claim(c)) for c in wire["claims"]]
     elif task == "consolidate":
         top["observations"] = [_ordered(o, order["observation"]) for o in wire["observations"]]
     return top
 
 
 def dump_answer(task: str, wire: dict[str, Any]) -> str:
-    """The exact assistant text of a training target: JSON in grammar key order, UTF-8 kept."""
-    return json.dumps(order_answer(task, wire), ensure_ascii=False)
+    """The exact assistant text of a training target: compact JSON in grammar order, UTF-8 kept."""
+    return json.dumps(order_answer(task, wire), ensure_ascii=False, separators=SEPARATORS)
+
+
+# --- where each field's value starts in an answer's text ----------------------------------------
+
+def task_of_answer(answer: dict[str, Any]) -> str:
+    """The task a wire answer belongs to, by its top-level keys."""
+    if "claims" in answer:
+        return "extract"
+    return "consolidate" if "observations" in answer else "reflect"
+
+
+def field_starts(text: str) -> list[tuple[int, str, bool]]:
+    """[(character offset, field, is a list)] of every value in the text of a wire answer (as
+    `dump_answer` writes it), in text order: a string's value starts after its opening quote, a
+    list at its "[". Fields are the keys of objects and, inside an extract claim's array, the
+    names of CLAIM_FIELDS ("quote" and "event" inside a quote pair); a list's items carry the
+    list's field, except an extract claim ("claim") and a quote pair ("pair"). Raises ValueError
+    when `text` is not exactly what dump_answer writes for its value."""
+    answer = json.loads(text)
+    task = task_of_answer(answer)
+    out: list[tuple[int, str, bool]] = []
+    pieces: list[str] = []
+    at = 0
+    item_sep, key_sep = SEPARATORS
+
+    def emit(piece: str) -> None:
+        nonlocal at
+        pieces.append(piece)
+        at += len(piece)
+
+    def visit(value: Any, field: str, names: tuple[str, ...] | None = None) -> None:
+        if isinstance(value, dict):
+            emit("{")
+            for n, (key, sub) in enumerate(value.items()):
+                emit((item_sep if n else "") + json.dumps(key, ensure_ascii=False) + key_sep)
+                visit(sub, key)
+            emit("}")
+        elif isinstance(value, list):
+            out.append((at, field, True))
+            emit("[")
+            for n, sub in enumerate(value):
+                if n:
+                    emit(item_sep)
+                if names is not None:
+                    visit(sub, names[n])
+                elif task == "extract" and field == "claims":
+                    visit(sub, "claim", CLAIM_FIELDS)
+                elif field == "quotes":
+                    visit(sub, "pair", ("quote", "event"))
+                else:
+                    visit(sub, field)
+            emit("]")
+        else:
+            out.append((at + isinstance(value, str), field, False))
+            emit(json.dumps(value, ensure_ascii=False))
+
+    visit(answer, "")
+    if "".join(pieces) != text:
+        raise ValueError("not the exact text dump_answer writes for this answer")
+    return out
+
+
+# --- the derived statement ------------------------------------------------------------------------
+
+def _phrase(predicate: str) -> str:
+    return predicate.replace("_", " ").strip()
+
+
+def render_statement(record: dict[str, Any]) -> str:
+    """The statement the codec writes for a claim record: its subject, predicate (as words),
+    value and kind, deterministic ("The user lives in Lisbon.", "Maya (the user's sister) plans:
+    visits Porto.", "The user no longer plays guitar.", "Reportedly (not confirmed), Callum leads
+    team data.")."""
+    name = record["subject"]["name"].strip()
+    subject = name[:1].upper() + name[1:]
+    value = record["value"]
+    phrase = _phrase(record["predicate"])
+    body = f"{phrase} {value}".strip() if value else phrase
+    kind = record["kind"]
+    if kind == "retraction":
+        text = f"{subject} no longer {body}"
+    elif kind == "plan" and not record["predicate"].startswith("plan"):
+        text = f"{subject} plans: {body}"
+    elif kind == "belief":
+        text = f"Reportedly (not confirmed), {name} {body}"
+    else:
+        text = f"{subject} {body}"
+    return text.rstrip(".") + "."
+
+
+#: canonical fields the wire does not carry: the codec renders the statement and sets the
+#: confidence by kind (the generated corpus's gold agrees with that rule on every claim; a
+#: hand-written label of the natural set may not)
+DERIVED = ("statement", "confidence")
+
+
+def comparable(claim: dict[str, Any]) -> dict[str, Any]:
+    """A canonical claim without what the wire does not carry (`DERIVED`)."""
+    return {k: v for k, v in claim.items() if k not in DERIVED}
 
 
 # --- extract: canonical <-> wire ------------------------------------------------------------------
 
 def claim_to_wire(claim: dict[str, Any]) -> dict[str, Any]:
+    """A canonical claim -> its wire record (what the model decides, nothing derived)."""
     return {
         "quotes": [{"quote": q, "event": i} for i, q in zip(claim["source_indices"], claim["quotes"], strict=True)],
         "subject": dict(claim["subject"]),
         "predicate": claim["predicate"],
         "value": claim["value"],
-        "statement": claim["statement"],
         "kind": claim["kind"],
         "time_expression": claim["time_expression"],
-        "correction": claim["is_correction"],
         "supersedes": list(claim["supersedes"]),
-        "confidence": confidence_label(claim["confidence"]),
     }
 
 
@@ -124,35 +265,39 @@ def resolve_claim_time(
     return resolved.date, resolved.precision
 
 
-def claim_from_wire(claim: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
-    indices = [q["event"] for q in claim["quotes"]]
-    date, precision = resolve_claim_time(claim["time_expression"], indices, events)
+def claim_from_wire(record: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A claim record -> the canonical claim: dates resolved, statement, correction flag and
+    confidence derived."""
+    indices = [q["event"] for q in record["quotes"]]
+    date, precision = resolve_claim_time(record["time_expression"], indices, events)
     return {
         "source_indices": indices,
-        "quotes": [q["quote"] for q in claim["quotes"]],
-        "subject": dict(claim["subject"]),
-        "predicate": claim["predicate"],
-        "value": claim["value"],
-        "statement": claim["statement"],
-        "kind": claim["kind"],
-        "time_expression": claim["time_expression"],
+        "quotes": [q["quote"] for q in record["quotes"]],
+        "subject": dict(record["subject"]),
+        "predicate": record["predicate"],
+        "value": record["value"],
+        "statement": record.get("statement") or render_statement(record),
+        "kind": record["kind"],
+        "time_expression": record["time_expression"],
         "date": date,
         "date_precision": precision,
-        "is_correction": claim["correction"],
-        "supersedes": list(claim["supersedes"]),
-        "confidence": CONFIDENCE[claim["confidence"]],
+        "is_correction": bool(record["supersedes"]),
+        "supersedes": list(record["supersedes"]),
+        "confidence": confidence_of(record["kind"]),
     }
 
 
 def to_wire(task: str, canonical: dict[str, Any]) -> dict[str, Any]:
-    """Canonical answer -> wire answer (training targets are stored in this form)."""
+    """Canonical answer -> wire answer, as the model writes it (training targets are this)."""
     if task == "extract":
-        return order_answer(task, {"claims": [claim_to_wire(c) for c in canonical["claims"]]})
+        return order_answer(task, {"claims": [pack_claim(claim_to_wire(c))
+                                              for c in canonical["claims"]]})
     return order_answer(task, canonical)
 
 
 def from_wire(task: str, wire: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    """Wire answer -> canonical answer (shape and dates only; the codec verifies the rest)."""
+    """Wire answer -> canonical answer (shape, dates and derived fields only; the codec verifies
+    the rest)."""
     if task == "extract":
-        return {"claims": [claim_from_wire(c, inputs["events"]) for c in wire["claims"]]}
+        return {"claims": [claim_from_wire(r, inputs["events"]) for r in claim_records(wire)]}
     return json.loads(json.dumps(wire))

@@ -77,6 +77,7 @@ from memworker.corpus.build import split_counts, wire_row, write_manifest
 from memworker.corpus.coding import CODING
 from memworker.corpus.domains import GENERAL
 from memworker.hashing import sha256_file, write_jsonl
+from memworker.ontology import PREDICATES
 from memworker.spans import candidate_spans
 
 NATURAL_VERSION = "1.0.0"
@@ -84,7 +85,7 @@ SPLIT = "test"
 #: the issue-11 bound on a prompt (system + user, ChatML, SmolLM2 tokenizer)
 MAX_PROMPT_TOKENS = 1536
 DOMAINS = tuple(d.key for d in GENERAL) + (CODING.key,)
-CONFIDENCE = dict(wire.CONFIDENCE)
+CONFIDENCE = {"low": 0.35, "medium": 0.65, "high": 0.9}
 STATUSES = ("superseded", "retracted", "rejected", "negated", "undecided", "injected", "secret",
             "failed", "hypothetical", "past", "reported", "stored")
 FORBIDDEN_REASONS = ("secret", "injected", "rejected_suggestion", "negated", "undecided",
@@ -386,9 +387,22 @@ def _codec_problems(row: dict[str, Any]) -> list[str]:
         result = codec.decode(row["task"], row["input"], answer)
     except codec.CodecError as exc:
         return [f"codec_rejects_gold: {'; '.join(e[:300] for e in exc.errors)}"]
-    if result.output != row["gold"]:
+    output, gold = result.output, row["gold"]
+    if row["task"] == "extract":  # the codec derives statement and confidence (wire v3)
+        output = {"claims": [wire.comparable(c) for c in output["claims"]]}
+        gold = {"claims": [wire.comparable(c) for c in gold["claims"]]}
+    if output != gold:
         return ["codec_changes_gold: the decoded answer differs from the gold"]
     return [f"codec_diagnostic: {d}" for d in result.diagnostics]
+
+
+def set_vocabulary(rows: list[dict[str, Any]]) -> list[str]:
+    """The predicate vocabulary every extract row of the natural set sends (the store's, as a
+    store sends the predicates it uses): the default ontology plus every predicate the set's
+    hand-written claims use, in any row (one list for the whole set, so that a row's vocabulary
+    does not reveal its own answer)."""
+    used = {c["predicate"] for r in rows if r["task"] == "extract" for c in r["gold"]["claims"]}
+    return list(PREDICATES) + sorted(used - set(PREDICATES))
 
 
 def load_natural(source: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -399,10 +413,15 @@ def load_natural(source: str | Path) -> tuple[list[dict[str, Any]], dict[str, st
         raise NaturalSetError(f"{source}: no conversation files (*.yaml)")
     rows: list[dict[str, Any]] = []
     hashes: dict[str, str] = {}
+    loaded = []
     for path in paths:
-        conv = load_conversation(path)
+        loaded.append((path, conversation_rows(load_conversation(path))))
         hashes[path.name] = sha256_file(path)
-        for row in conversation_rows(conv):
+    vocabulary = set_vocabulary([r for _, conv_rows in loaded for r in conv_rows])
+    for path, conv_rows in loaded:
+        for row in conv_rows:
+            if row["task"] == "extract":
+                row["input"]["predicates"] = vocabulary
             contracts.validate_input(row["task"], row["input"])
             check_row(row, str(path))
             rows.append(row)

@@ -29,9 +29,10 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
    are redacted (`safety.redact`); C0 control characters
    other than tab/newline become spaces; duplicate ids in supersedes / supports / citations are
    removed (an observation left with fewer than two distinct facts is rejected instead).
-7. Canonical form via `memworker.wire.from_wire`: dates come from `memworker.temporal`, never from
-   the model. A canonical input whose date differs is overruled and the disagreement noted; a
-   date-only precision never carries a clock time. The result must satisfy the canonical contract.
+7. Canonical form via `memworker.wire.claim_from_wire`: dates come from `memworker.temporal`,
+   never from the model; the statement, correction flag and confidence are derived from the
+   claim (wire v3: the model does not write them). A canonical input whose date differs is
+   overruled and the disagreement noted; a date-only precision never carries a clock time. The result must satisfy the canonical contract.
 
 `run(backend, task, inputs)` renders the prompt, builds schema and grammar, generates, decodes,
 and on any `CodecError` retries **once**: the retry sends the same messages plus one extra user
@@ -246,7 +247,7 @@ def _canonical_to_wire(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[
     if shape:
         raise _invalid(shape)
     given = [(c["date"], c["date_precision"]) for c in doc["claims"]]
-    return {"claims": [wire.claim_to_wire(c) for c in doc["claims"]]}, given
+    return {"claims": [wire.pack_claim(wire.claim_to_wire(c)) for c in doc["claims"]]}, given
 
 
 def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
@@ -260,39 +261,40 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
     problems = contracts.errors("extract_wire", doc)
     if problems:
         raise _invalid(problems)
+    records = wire.claim_records(doc)
     kept: list[tuple[int, dict[str, Any]]] = []
     errors: list[Finding] = []
-    for (n, claim), found in zip(enumerate(doc["claims"]), verify.extract_findings(doc, inputs),
-                                 strict=True):
+    for (n, record), found in zip(enumerate(records), verify.extract_findings(doc, inputs),
+                                  strict=True):
         drop = next((f for f in found if f.drops_claim), None)
         if drop is not None:
             diags.append(f"claims/{n}: dropped ({drop.detail})")
             dropped.append(drop)
             continue
         errors += found
-        claim["supersedes"] = _dedupe(claim["supersedes"], f"claims/{n}/supersedes", diags)
-        kept.append((n, claim))
+        record["supersedes"] = _dedupe(record["supersedes"], f"claims/{n}/supersedes", diags)
+        kept.append((n, record))
     if errors:
         raise _invalid(errors)
-    kept_doc = {"claims": [c for _, c in kept]}
+    kept_doc = {"claims": [wire.pack_claim(r) for _, r in kept]}
     problems = _schema_errors(schema, kept_doc)
     if problems:
         raise _invalid(problems)
 
     out_wire, out_claims = [], []
-    for n, claim in kept:
+    for n, record in kept:
         where = f"claims/{n}"
-        claim = json.loads(json.dumps(claim))
-        claim["subject"]["name"] = _clean(claim["subject"]["name"], f"{where}/subject/name",
-                                          _LIMITS["name"], diags)
-        if claim["value"] is not None:
-            claim["value"] = _clean(claim["value"], f"{where}/value", _LIMITS["value"], diags)
-        claim["statement"] = _clean(claim["statement"], f"{where}/statement",
-                                    _LIMITS["statement"], diags)
+        record = json.loads(json.dumps(record))
+        record["subject"]["name"] = _clean(record["subject"]["name"], f"{where}/subject/name",
+                                           _LIMITS["name"], diags)
+        if record["value"] is not None:
+            record["value"] = _clean(record["value"], f"{where}/value", _LIMITS["value"], diags)
         try:
-            canonical = wire.claim_from_wire(claim, inputs["events"])
+            canonical = wire.claim_from_wire(record, inputs["events"])
         except (temporal.UnresolvableExpression, ValueError) as exc:
             raise _invalid([f"{where}/time_expression: {exc}"]) from None
+        canonical["statement"] = _clean(canonical["statement"], f"{where}/statement",
+                                        _LIMITS["statement"], diags)
         if canonical["date_precision"] is not None and \
                 temporal.is_date_only(canonical["date_precision"]) and "T" in canonical["date"]:
             canonical["date"] = canonical["date"].split("T", 1)[0]
@@ -302,8 +304,8 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
             if (g_date, g_prec) != (canonical["date"], canonical["date_precision"]):
                 diags.append(f"{where}: date {g_date!r} ({g_prec}) given, resolver says "
                              f"{canonical['date']!r} ({canonical['date_precision']}) for "
-                             f"{claim['time_expression']!r}; using the resolver's")
-        out_wire.append(claim)
+                             f"{record['time_expression']!r}; using the resolver's")
+        out_wire.append(wire.pack_claim(record))
         out_claims.append(canonical)
     return wire.order_answer("extract", {"claims": out_wire}), {"claims": out_claims}
 

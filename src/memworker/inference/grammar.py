@@ -7,10 +7,10 @@ strict by construction:
 - **Strings** never contain a raw `"`, `\\`, `\\x00-\\x1F` or `\\x7F`. The only escapes are the
   ones `json.dumps` writes: `\\"`, `\\\\`, `\\b`, `\\f`, `\\n`, `\\r`, `\\t` and `\\u00XX` (lowercase
   hex, for the other C0 controls). A lone surrogate cannot be written.
-- **Whitespace is fixed**: exactly `json.dumps`' default separators, `", "` between items and
-  `": "` after keys, nothing before, after or inside brackets. So the only text the grammar accepts
-  for a value is the text `memworker.wire.dump_answer` writes for it, byte for byte (training
-  targets and constrained outputs cannot drift apart).
+- **Whitespace is fixed**: the compact separators of `memworker.wire.SEPARATORS`, `","` between
+  items and `":"` after keys, nothing before, after or inside brackets. So the only text the
+  grammar accepts for a value is the text `memworker.wire.dump_answer` writes for it, byte for
+  byte (training targets and constrained outputs cannot drift apart).
 - **Enum and const values** become literals of their `json.dumps(..., ensure_ascii=False)` text,
   escaped for GBNF (quotes, backslashes, newlines and every non-ASCII code point as `\\x/\\u/\\U`).
 - **Objects** emit every property, in schema order (all properties must be `required`).
@@ -18,7 +18,8 @@ strict by construction:
   `maxItems` is refused (`require_bounds=False` lifts that), so a grammar always terminates.
 
 Supported keywords: `type` (one or a list), `enum`, `const`, `anyOf`, object `properties` /
-`required` / `additionalProperties: false`, array `items` / `minItems` / `maxItems`, string
+`required` / `additionalProperties: false`, array `items` / `minItems` / `maxItems`, a fixed-order
+array (`prefixItems`, with `items: false` and no other length than its own), string
 `minLength` / `maxLength` / `pattern` (anchored; literals, classes, groups, `|`, `? * + {m,n}`,
 `\\d`), integer `minimum` / `maximum` (small ranges are enumerated), `number`, `boolean`, `null`.
 `uniqueItems` is accepted but *not enforced* (a grammar cannot express it; the codec checks
@@ -37,6 +38,9 @@ import json
 import re
 from typing import Any
 
+from memworker.wire import SEPARATORS
+
+ITEM_SEP, KEY_SEP = SEPARATORS
 ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "examples",
                          "default"})
 _TYPE_KEYWORDS = {
@@ -45,7 +49,7 @@ _TYPE_KEYWORDS = {
     "number": set(),
     "boolean": set(),
     "null": set(),
-    "array": {"items", "minItems", "maxItems", "uniqueItems"},
+    "array": {"items", "prefixItems", "minItems", "maxItems", "uniqueItems"},
     "object": {"properties", "required", "additionalProperties"},
 }
 _ALL_TYPE_KEYWORDS = set().union(*_TYPE_KEYWORDS.values())
@@ -99,8 +103,8 @@ def gbnf_literal(text: str) -> str:
 
 
 def json_literal(value: Any) -> str:
-    """GBNF literal of the exact text json.dumps(value, ensure_ascii=False) writes."""
-    return gbnf_literal(json.dumps(value, ensure_ascii=False))
+    """GBNF literal of the exact text json.dumps writes for `value` (compact, UTF-8 kept)."""
+    return gbnf_literal(json.dumps(value, ensure_ascii=False, separators=SEPARATORS))
 
 
 def _class_char(ch: str) -> str:
@@ -396,7 +400,26 @@ class _Converter:
         self.uses_char = True
         return self.rule(f"string-{lo}-{hi}", _join('"\\""', _repeat("char", lo, hi), '"\\""'))
 
+    def visit_tuple(self, schema: dict, path: str, hint: str) -> str:
+        prefix = schema["prefixItems"]
+        if not isinstance(prefix, list) or not prefix:
+            raise UnsupportedSchema(path, "prefixItems must be a non-empty list")
+        if schema.get("items", False) is not False:
+            raise UnsupportedSchema(path, "prefixItems needs items: false (a fixed-order array)")
+        n = len(prefix)
+        if schema.get("minItems", n) != n or schema.get("maxItems", n) != n:
+            raise UnsupportedSchema(path, f"a fixed-order array of {n} items must have exactly {n}")
+        parts = ['"["']
+        for i, sub in enumerate(prefix):
+            if i:
+                parts.append(gbnf_literal(ITEM_SEP))
+            parts.append(self.visit(sub, f"{path}/prefixItems/{i}", f"{hint}-{i}"))
+        parts.append('"]"')
+        return self.rule(hint, _join(*parts))
+
     def visit_array(self, schema: dict, path: str, hint: str) -> str:
+        if "prefixItems" in schema:
+            return self.visit_tuple(schema, path, hint)
         lo, hi = schema.get("minItems", 0), schema.get("maxItems")
         if not isinstance(lo, int) or (hi is not None and not isinstance(hi, int)):
             raise UnsupportedSchema(path, "minItems/maxItems must be integers")
@@ -410,7 +433,8 @@ class _Converter:
         if "items" not in schema:
             raise UnsupportedSchema(path, "array needs an 'items' schema")
         item = self.visit(schema["items"], f"{path}/items", f"{hint}-item")
-        more = _repeat(f'( ", " {item} )', max(lo - 1, 0), None if hi is None else hi - 1)
+        more = _repeat(f"( {gbnf_literal(ITEM_SEP)} {item} )", max(lo - 1, 0),
+                       None if hi is None else hi - 1)
         if lo == 0:
             body = _join('"["', f"( {_join(item, more)} )?", '"]"')
         else:
@@ -432,7 +456,7 @@ class _Converter:
             return '"{}"'
         parts = ['"{"']
         for n, (key, sub) in enumerate(props.items()):
-            prefix = (", " if n else "") + json.dumps(key, ensure_ascii=False) + ": "
+            prefix = (ITEM_SEP if n else "") + json.dumps(key, ensure_ascii=False) + KEY_SEP
             parts.append(gbnf_literal(prefix))
             parts.append(self.visit(sub, f"{path}/properties/{key}", f"{hint}-{key}"))
         parts.append('"}"')

@@ -3,15 +3,18 @@
 `build_schema(task, inputs)` narrows the static wire contract (schemas/extract_wire,
 consolidate_output, reflect_output) to this request (ARCHITECTURE decisions 4, 5 and 8):
 
-- **extract**: a quote is one `anyOf` branch per citable event, each a whole object
-  `{"quote": {"enum": candidate_spans(text_i)}, "event": {"const": i}}`: the span comes first, so
-  the model copies words and the grammar then leaves only the event(s) holding them (a 135M
-  student that had to name the event before the words wrote the wrong index and the grammar then
-  forced a span of that wrong event: train/README "Decisions, not tokens"); an event without a
-  usable span cannot be cited, and without any citable event `claims` has `maxItems: 0`. `supersedes`
-  items are an enum of the existing fact ids (none: `maxItems: 0`). `time_expression` is an enum of
-  the expressions `memworker.temporal.find_expressions` detects in the events (only those that
-  resolve against the event they occur in) plus null; with none detected it must be null.
+- **extract** (wire v3: a claim is a fixed-order array, `memworker.wire`): a quote is one `anyOf`
+  branch per citable event, each a whole pair `[{"enum": candidate_spans(text_i)}, {"const": i}]`:
+  the span comes first, so the model copies words and the grammar then leaves only the event(s)
+  holding them (a 135M student that had to name the event before the words wrote the wrong index
+  and the grammar then forced a span of that wrong event: train/README "Decisions, not tokens");
+  an event without a usable span cannot be cited, and without any citable event `claims` has
+  `maxItems: 0`. The predicate is an enum of the request's vocabulary (`memworker.ontology.
+  vocabulary`: the episode's `predicates`, else the default ontology plus the existing facts'
+  predicates). `supersedes` items are an enum of the existing fact ids (none: `maxItems: 0`).
+  The time expression is an enum of the expressions `memworker.temporal.find_expressions`
+  detects in the events (only those that resolve against the event they occur in) plus null;
+  with none detected it must be null.
 - **consolidate**: `supports` items are an enum of the supplied fact ids, `minItems: 2`; fewer
   than two facts means `observations` has `maxItems: 0`.
 - **reflect**: `citations` items are an enum of the evidence ids; `insufficient_evidence: true`
@@ -56,14 +59,17 @@ from typing import Any
 
 from memworker import temporal
 from memworker.contracts import TASKS, load_schema, validate_input
+from memworker.ontology import vocabulary
 from memworker.safety import contains_credential
 from memworker.spans import candidate_spans
+from memworker.wire import SEPARATORS
 
 CHARS_PER_TOKEN = 2.5
 #: characters per token of a realistic answer (budget fitting only; see the module docstring)
 TYPICAL_CHARS_PER_TOKEN = 3.0
 TOKEN_MARGIN = 8
 MAX_TIME_EXPRESSION_CHARS = 80
+_SEP, _KEY_SEP = (len(sep) for sep in SEPARATORS)
 DEFAULT_BUDGET = {"extract": 3072, "consolidate": 640, "reflect": 384}
 
 
@@ -123,9 +129,19 @@ LIMIT_STAGES: tuple[Limits, ...] = (
 
 def check_inputs(task: str, inputs: dict[str, Any]) -> None:
     """Raise InputError unless `inputs` satisfies the task's input contract and its ids/indices
-    are unique (a quote or citation must point at exactly one thing)."""
+    are unique (a quote or citation must point at exactly one thing), and an extract request's
+    predicate vocabulary, when given, is non-empty and has no predicate twice."""
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    if task == "extract" and isinstance(inputs, dict) and "predicates" in inputs:
+        vocabulary = inputs["predicates"]
+        if isinstance(vocabulary, list) and not vocabulary:
+            raise InputError("extract inputs: predicates is empty (leave it out to use the "
+                             "default vocabulary)")
+        if isinstance(vocabulary, list):
+            dupes = sorted({str(v) for v in vocabulary if vocabulary.count(v) > 1})
+            if dupes:
+                raise InputError(f"extract inputs: predicates lists {', '.join(dupes)} twice")
     try:
         validate_input(task, inputs)
     except ValueError as exc:
@@ -184,31 +200,30 @@ def _extract(inputs: dict[str, Any], lim: Limits,
              choices: tuple[dict[int, list[str]], list[str]] | None = None) -> dict[str, Any]:
     schema = load_schema("extract_wire")
     claims = schema["properties"]["claims"]
-    claim = claims["items"]
-    props = claim["properties"]
+    items = claims["items"]["prefixItems"]
     spans, exprs = choices if choices is not None else _extract_choices(inputs)
     if spans:
         branches = [
-            {"type": "object", "additionalProperties": False, "required": ["quote", "event"],
-             "properties": {"quote": {"enum": choices}, "event": {"const": index}}}
+            {"type": "array", "prefixItems": [{"enum": choices}, {"const": index}],
+             "items": False, "minItems": 2, "maxItems": 2}
             for index, choices in spans.items()
         ]
         n_pairs = sum(len(v) for v in spans.values())
-        props["quotes"] = {"type": "array", "minItems": 1, "maxItems": min(lim.quotes, n_pairs),
-                           "items": {"anyOf": branches}}
+        items[0] = {"type": "array", "minItems": 1, "maxItems": min(lim.quotes, n_pairs),
+                    "items": {"anyOf": branches}}
         claims["maxItems"] = lim.claims
     else:
         claims["maxItems"] = 0
-    props["subject"]["properties"]["name"] = _string(1, lim.name)
-    props["value"] = {"type": ["string", "null"], "maxLength": lim.value}
-    props["statement"] = _string(1, lim.statement)
-    props["time_expression"] = {"enum": [*exprs, None]}
+    items[1] = _string(1, lim.name)
+    items[3] = {"enum": vocabulary(inputs)}
+    items[4] = {"type": ["string", "null"], "maxLength": lim.value}
+    items[6] = {"enum": [*exprs, None]}
     fact_ids = [f["id"] for f in inputs["existing_facts"]]
     if fact_ids:
-        props["supersedes"] = {"type": "array", "maxItems": min(lim.supersedes, len(fact_ids)),
-                               "items": {"enum": fact_ids}}
+        items[7] = {"type": "array", "maxItems": min(lim.supersedes, len(fact_ids)),
+                    "items": {"enum": fact_ids}}
     else:
-        props["supersedes"]["maxItems"] = 0
+        items[7] = {**items[7], "maxItems": 0}
     return schema
 
 
@@ -301,15 +316,19 @@ def _type_worst(t: str, schema: dict[str, Any]) -> tuple[int, int]:
     if t == "string":
         return 2 + schema["maxLength"], schema["maxLength"]
     if t == "array":
+        if "prefixItems" in schema:
+            parts = [_worst(sub) for sub in schema["prefixItems"]]
+            return (2 + sum(c for c, _ in parts) + _SEP * (len(parts) - 1),
+                    sum(f for _, f in parts))
         n = schema["maxItems"]
         if n == 0:
             return 2, 0
         chars, free = _worst(schema["items"])
-        return 2 + n * chars + 2 * (n - 1), n * free
-    chars, free = 2 + 2 * max(len(schema.get("properties", {})) - 1, 0), 0
+        return 2 + n * chars + _SEP * (n - 1), n * free
+    chars, free = 2 + _SEP * max(len(schema.get("properties", {})) - 1, 0), 0
     for key, sub in schema.get("properties", {}).items():
         c, f = _worst(sub)
-        chars += len(json.dumps(key, ensure_ascii=False)) + 2 + c
+        chars += len(json.dumps(key, ensure_ascii=False)) + _KEY_SEP + c
         free += f
     return chars, free
 
@@ -326,11 +345,15 @@ def _typical(schema: dict[str, Any]) -> float:
     if "const" in schema or types not in ("array", "object"):
         return _worst(schema)[0]
     if types == "array":
+        if "prefixItems" in schema:
+            prefix = schema["prefixItems"]
+            return 2 + sum(_typical(sub) for sub in prefix) + _SEP * (len(prefix) - 1)
         n = schema["maxItems"]
-        return 2 if n == 0 else 2 + n * _typical(schema["items"]) + 2 * (n - 1)
+        return 2 if n == 0 else 2 + n * _typical(schema["items"]) + _SEP * (n - 1)
     props = schema.get("properties", {})
-    return 2 + 2 * max(len(props) - 1, 0) + sum(
-        len(json.dumps(key, ensure_ascii=False)) + 2 + _typical(sub) for key, sub in props.items())
+    return 2 + _SEP * max(len(props) - 1, 0) + sum(
+        len(json.dumps(key, ensure_ascii=False)) + _KEY_SEP + _typical(sub)
+        for key, sub in props.items())
 
 
 def typical_tokens(schema: dict[str, Any]) -> int:
@@ -344,7 +367,7 @@ def _cost(worst: tuple[int, int]) -> float:
 
 
 def worst_case_chars(schema: dict[str, Any]) -> int:
-    """Characters of the longest compact (", " / ": ") JSON text the schema allows; a free string
+    """Characters of the longest JSON text (`memworker.wire.SEPARATORS`) the schema allows; a free string
     character counts as one character."""
     return _worst(schema)[0]
 

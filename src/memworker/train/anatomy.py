@@ -3,15 +3,17 @@
 `python train/diagnose.py --anatomy` prints, for the extract rows of a train or val split (the
 canonical gold of `data/<corpus>/canonical/<split>.jsonl`, tokenised by the base's tokenizer):
 
-1. **Shares per field** of the answer tokens of today's wire form (`memworker.wire.dump_answer`):
-   every character of the answer is labelled with the field whose value it belongs to (quote
-   text, event index, subject name, subject type, predicate, value, statement, kind, time
-   expression, correction, supersedes, confidence) or `keys` (JSON keys, quotes around strings,
-   brackets, separators), and each token takes the label of most of its characters.
+1. **Shares per field** of the answer tokens of the wire form before v3 (`v2_answer`: keyed
+   objects, spaced separators, the statement, correction flag and confidence written by the
+   model) and of today's (`memworker.wire.dump_answer`, v3): every character of the answer is
+   labelled with the field whose value it belongs to (quote text, event index, subject name,
+   subject type, predicate, value, statement, kind, time expression, correction, supersedes,
+   confidence) or `keys` (JSON keys, quotes around strings, brackets, separators), and each
+   token takes the label of most of its characters.
 2. **Levers**: the same gold claims written in other wire forms, cumulatively (each adds one
-   change to the one before), with the median, 90th percentile and mean answer tokens per row.
-   These are renderings of the gold, not models: they say how long an answer the student would
-   have to write, not whether it could.
+   change to the one before: v2 -> ... -> v3 -> beyond), with the median, 90th percentile and
+   mean answer tokens per row. These are renderings of the gold, not models: they say how long
+   an answer the student would have to write, not whether it could.
 3. **Choices the gold allows**: how many gold values occur verbatim (ignoring case) in the
    claim's own quotes, and how many gold subjects are "the user" or a name found in the window or
    the existing facts (so that the subject could be chosen from candidates).
@@ -35,22 +37,33 @@ FIELDS = ("quote", "event", "name", "type", "predicate", "value", "statement", "
 _RELATION = " ("
 
 
-def labelled_json(obj: Any, label: str = "keys") -> list[tuple[str, str]]:
-    """`json.dumps(obj, ensure_ascii=False)` as (text, label) pieces: the characters inside a
-    scalar value take the label of the key that holds it (a list item its list's key); keys,
-    string quotes, brackets and separators are labelled "keys"."""
+def labelled_json(obj: Any, label: str = "keys", names: tuple[str, ...] | None = None,
+                  separators: tuple[str, str] = (", ", ": ")) -> list[tuple[str, str]]:
+    """`json.dumps(obj, ensure_ascii=False, separators=separators)` as (text, label) pieces: the
+    characters inside a scalar value take the label of the key that holds it (a list item its
+    list's key; the items of an extract claim array and of a quote pair the names of
+    `memworker.wire.CLAIM_FIELDS` and quote/event); keys, string quotes, brackets and
+    separators are labelled "keys"."""
+    item_sep, key_sep = separators
     if isinstance(obj, dict):
         out = [("{", "keys")]
         for n, (k, v) in enumerate(obj.items()):
-            out.append((", " if n else "", "keys"))
-            out.append((json.dumps(k, ensure_ascii=False) + ": ", "keys"))
-            out += labelled_json(v, k)
+            out.append((item_sep if n else "", "keys"))
+            out.append((json.dumps(k, ensure_ascii=False) + key_sep, "keys"))
+            out += labelled_json(v, k, separators=separators)
         return out + [("}", "keys")]
     if isinstance(obj, list):
         out = [("[", "keys")]
         for n, v in enumerate(obj):
-            out.append((", " if n else "", "keys"))
-            out += labelled_json(v, label)
+            out.append((item_sep if n else "", "keys"))
+            if names is not None:
+                out += labelled_json(v, names[n], separators=separators)
+            elif label == "claims" and isinstance(v, list):
+                out += labelled_json(v, "claim", wire.CLAIM_FIELDS, separators)
+            elif label == "quotes" and isinstance(v, list):
+                out += labelled_json(v, "pair", ("quote", "event"), separators)
+            else:
+                out += labelled_json(v, label, separators=separators)
         return out + [("]", "keys")]
     text = json.dumps(obj, ensure_ascii=False)
     if isinstance(obj, str):
@@ -70,20 +83,19 @@ def token_labels(tokenizer: Any, pieces: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def _name_field(wire_claim: dict[str, Any]) -> dict[str, Any]:
-    """A wire claim with the subject's keys renamed to the labels of FIELDS (name, type)."""
-    return {**wire_claim, "subject": {"name": wire_claim["subject"]["name"],
-                                      "type": wire_claim["subject"]["type"]}}
-
-
-def field_shares(tokenizer: Any, rows: list[dict[str, Any]]) -> dict[str, int]:
-    """{label: answer tokens} over the rows' gold answers in today's wire form."""
+def field_shares(tokenizer: Any, rows: list[dict[str, Any]], form: str = "v3") -> dict[str, int]:
+    """{label: answer tokens} over the rows' gold answers in the v2 or today's (v3) wire form."""
     counts: Counter = Counter()
     for row in rows:
-        answer = wire.to_wire("extract", row["gold"])
-        pieces = labelled_json(answer)
-        if "".join(t for t, _ in pieces) != wire.dump_answer("extract", answer):
-            raise ValueError(f"{row['id']}: labelled text differs from the training target")
+        if form == "v2":
+            answer, separators = {"claims": [v2_claim(c) for c in row["gold"]["claims"]]}, None
+            target = _spaced(answer)
+        else:
+            answer = wire.to_wire("extract", row["gold"])
+            separators, target = wire.SEPARATORS, wire.dump_answer("extract", answer)
+        pieces = labelled_json(answer, separators=separators or (", ", ": "))
+        if "".join(t for t, _ in pieces) != target:
+            raise ValueError(f"{row['id']}: labelled text differs from the {form} answer")
         counts.update(token_labels(tokenizer, pieces))
     return dict(counts.most_common())
 
@@ -99,6 +111,15 @@ def _quotes(c: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"quote": q, "event": i} for i, q in zip(c["source_indices"], c["quotes"], strict=True)]
 
 
+def v2_claim(c: dict[str, Any]) -> dict[str, Any]:
+    """A canonical claim in the wire form before v3 (keyed, everything written by the model)."""
+    confidence = {0.35: "low", 0.65: "medium"}.get(c["confidence"], "high")
+    return {"quotes": _quotes(c), "subject": dict(c["subject"]), "predicate": c["predicate"],
+            "value": c["value"], "statement": c["statement"], "kind": c["kind"],
+            "time_expression": c["time_expression"], "correction": c["is_correction"],
+            "supersedes": list(c["supersedes"]), "confidence": confidence}
+
+
 def derived_dropped(c: dict[str, Any]) -> dict[str, Any]:
     """Lever 1: the statement, confidence and correction flag are left to the codec."""
     return {"quotes": _quotes(c), "subject": dict(c["subject"]), "predicate": c["predicate"],
@@ -106,58 +127,49 @@ def derived_dropped(c: dict[str, Any]) -> dict[str, Any]:
             "supersedes": list(c["supersedes"])}
 
 
-def bare_subject(c: dict[str, Any]) -> dict[str, Any]:
-    """Lever 2: the subject is a bare name (a candidate) beside its type, not an object."""
+def flat_subject(c: dict[str, Any]) -> dict[str, Any]:
+    """Lever 2: the subject's name and type side by side, not an object."""
     out = derived_dropped(c)
     subject = out.pop("subject")
-    return {"quotes": out.pop("quotes"), "subject": bare_name(subject["name"]),
-            "type": subject["type"], **out}
+    return {"quotes": out.pop("quotes"), "subject": subject["name"], "type": subject["type"],
+            **out}
 
 
-_SHORT = {"claims": "c", "quotes": "q", "quote": "q", "event": "e", "subject": "s", "type": "t",
-          "predicate": "p", "value": "v", "kind": "k", "time_expression": "w", "supersedes": "x"}
+def as_array(c: dict[str, Any]) -> list[Any]:
+    """Lever 4: a claim as a fixed-order array (the schema's prefixItems), no keys: wire v3."""
+    return wire.pack_claim(wire.claim_to_wire(c))
 
 
-def short_keys(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {_SHORT.get(k, k): short_keys(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [short_keys(v) for v in obj]
-    return obj
-
-
-def as_tuple(c: dict[str, Any]) -> list[Any]:
-    """Lever 5: a claim as a fixed-order array (the schema's prefixItems), no keys at all."""
-    b = bare_subject(c)
-    return [[[q["quote"], q["event"]] for q in b["quotes"]], b["subject"], b["type"],
-            b["predicate"], b["value"], b["kind"], b["time_expression"], b["supersedes"]]
+def bare_subject(c: dict[str, Any]) -> list[Any]:
+    """Lever 5 (beyond v3): the subject without its parenthesised relation, a name a model could
+    choose from candidates (the grader accepts it; the store would lose the relation)."""
+    out = as_array(c)
+    out[1] = bare_name(out[1])
+    return out
 
 
 def _compact(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(obj, ensure_ascii=False, separators=wire.SEPARATORS)
 
 
 def _spaced(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
-#: (name, claim form, serialiser, whether keys are shortened); cumulative
+#: (name, claim form, serialiser); cumulative
 LEVERS = (
-    ("today's wire form (v2)", None, _spaced, False),
-    ("1. statement, confidence, correction derived by the codec", derived_dropped, _spaced, False),
-    ("2. subject a bare candidate name beside its type", bare_subject, _spaced, False),
-    ("3. compact separators (',' ':')", bare_subject, _compact, False),
-    ("4. one-letter keys", bare_subject, _compact, True),
-    ("5. a claim is a fixed-order array (no keys)", as_tuple, _compact, False),
+    ("v2: keyed objects, every field written", v2_claim, _spaced),
+    ("1. statement, confidence, correction derived by the codec", derived_dropped, _spaced),
+    ("2. subject name and type side by side", flat_subject, _spaced),
+    ("3. compact separators (',' ':')", flat_subject, _compact),
+    ("4. a claim is a fixed-order array (no keys) = wire v3", as_array, _compact),
+    ("5. beyond v3: the subject a bare name", bare_subject, _compact),
 )
 
 
 def render(row: dict[str, Any], lever: tuple) -> str:
-    _, form, dump, short = lever
-    if form is None:
-        return wire.dump_answer("extract", wire.to_wire("extract", row["gold"]))
-    answer = {"claims": [form(c) for c in row["gold"]["claims"]]}
-    return dump(short_keys(answer) if short else answer)
+    _, form, dump = lever
+    return dump({"claims": [form(c) for c in row["gold"]["claims"]]})
 
 
 def stats(ns: list[int]) -> dict[str, Any]:
@@ -200,14 +212,15 @@ def split_designs(count, rows: list[dict[str, Any]], prompt_tokens) -> dict[str,
 
     prompt_tokens(row, last_event): tokens of the prompt showing the window up to and including
     that event (None: the whole window)."""
-    per_call, per_call_claims, a_train, b_answer, b_train, whole_train = [], [], [], [], [], []
+    per_call, per_call_claims, a_train, b_answer, b_train = [], [], [], [], []
+    whole_train, v3_train = [], []
     for row in rows:
         claims = row["gold"]["claims"]
         user = [e["index"] for e in row["input"]["events"] if e["role"] == "user"]
         train = 0
         walk = []
         for u in user:
-            mine = [as_tuple(c) for c in claims if max(c["source_indices"]) == u]
+            mine = [as_array(c) for c in claims if max(c["source_indices"]) == u]
             n = count(_compact({"claims": mine}))
             per_call.append(n)
             if mine:
@@ -220,7 +233,9 @@ def split_designs(count, rows: list[dict[str, Any]], prompt_tokens) -> dict[str,
         whole = prompt_tokens(row, None)
         b_train.append(whole + nb)
         whole_train.append(whole + count(render(row, LEVERS[0])))
+        v3_train.append(whole + count(render(row, LEVERS[4])))
     return {"a_answer_per_call": stats(per_call), "a_answer_per_call_with_claims":
             stats(per_call_claims), "a_train_tokens_per_window": stats(a_train),
             "b_answer_per_window": stats(b_answer), "b_train_tokens_per_window": stats(b_train),
-            "v2_train_tokens_per_window": stats(whole_train)}
+            "v2_train_tokens_per_window": stats(whole_train),
+            "v3_train_tokens_per_window": stats(v3_train)}

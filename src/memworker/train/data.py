@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from memworker import wire
 from memworker.hashing import sha256_bytes
 
 IGNORE = -100
@@ -153,15 +153,13 @@ def encode_chat(tokenizer, messages: list[dict[str, str]], max_length: int,
 
 # --- decision tokens ----------------------------------------------------------------------------
 
-JSON_KEY = re.compile(r'"(\w+)": ')
 #: fields whose first value token is a decision; a list-valued one also marks the token after
-#: its "[" (the fork: a first item or an empty list). `kind`, `correction` and `supersedes` are
-#: graded (a plan, belief or retraction must say so; corrections): weighting only the others made
-#: an overfit adapter lose them (train/README.md "Decision weights")
-DECISION_FIELDS = ("claims", "quote", "name", "predicate", "value", "kind", "correction",
-                   "supersedes", "observations", "supports", "answer", "citations",
-                   "insufficient_evidence")
-_LISTS = ("claims", "supersedes", "observations", "supports", "citations")
+#: its "[" (the fork: a first item or an empty list). `kind` and `supersedes` are graded (a plan,
+#: belief or retraction must say so; corrections): weighting only the others made an overfit
+#: adapter lose them (train/README.md "Decision weights"). Wire v3 has no `correction` to weigh:
+#: the codec derives it from `supersedes`.
+DECISION_FIELDS = ("claims", "quote", "name", "predicate", "value", "kind", "supersedes",
+                   "observations", "supports", "answer", "citations", "insufficient_evidence")
 
 
 def answer_offsets(tokenizer, answer_ids: list[int]) -> list[int]:
@@ -181,18 +179,17 @@ def answer_offsets(tokenizer, answer_ids: list[int]) -> list[int]:
 def value_starts(answer: str, offsets: list[int],
                  fields: tuple[str, ...] | None = None) -> dict[int, str]:
     """{token index: field} of the token holding the first character of each field's value (after
-    a string's opening quote): the token where the model commits to the value. With `fields`,
-    only those, and for a list-valued field also the token after its "[" (first item or "]")."""
+    a string's opening quote; `memworker.wire.field_starts`): the token where the model commits
+    to the value. With `fields`, only those, and for a list-valued field also the token after its
+    "[" (first item or "]")."""
     out = {}
-    for m in JSON_KEY.finditer(answer):
-        key = m.group(1)
-        if fields is not None and key not in fields:
+    for c, name, is_list in wire.field_starts(answer):
+        if fields is not None and name not in fields:
             continue
-        c = m.end() + (answer[m.end():m.end() + 1] == '"')
-        marks = [c, c + 1] if fields is not None and key in _LISTS else [c]
+        marks = [c, c + 1] if fields is not None and is_list else [c]
         for ch in marks:
             if ch < len(answer):
-                out[bisect.bisect_right(offsets, ch) - 1] = key
+                out[bisect.bisect_right(offsets, ch) - 1] = name
     return out
 
 

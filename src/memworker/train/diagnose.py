@@ -1,8 +1,8 @@
 """`python train/diagnose.py`: what a trained adapter decides where an extract answer forks.
 
 An extract answer opens with `{"claims":` and its next token either opens the first claim
-(` [{`) or closes an empty list (` []`). That one token decides whether anything is stored, yet
-it is one of ~570 answer tokens, so the mean answer loss hardly sees it. This prints, for rows of
+(`[[`) or closes an empty list (`[]`). That one token decides whether anything is stored, yet
+it is one of an answer's hundreds of tokens, so the mean answer loss hardly sees it. This prints, for rows of
 a corpus split, the probability the model gives each branch after the gold prompt, and a summary:
 how many rows with claims greedy decoding would answer empty, and the mean probability of the
 empty branch on rows with and without claims (a model that reads the window gives rows with
@@ -46,10 +46,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker.train.data import JSON_KEY
+from memworker import wire
 
 PREFIX = '{"claims":'
-OPEN, CLOSE = '{"claims": [{', '{"claims": []}'
+OPEN, CLOSE = '{"claims":[[', '{"claims":[]}'
 SPLITS = ("train", "val")
 
 
@@ -128,14 +128,15 @@ def answer_lengths(tokenizer: Any, rows: list[dict[str, Any]], cap: int) -> dict
 
 
 def field_of(answer: str, offsets: list[int]) -> list[str]:
-    """The JSON field each token (by its start offset in `answer`) belongs to: the last key whose
-    value starts at or before it ("" before the first key, "end" for the end-of-turn token)."""
-    keys = [(m.end(), m.group(1)) for m in JSON_KEY.finditer(answer)]
-    starts = [start for start, _ in keys]
+    """The field each token (by its start offset in `answer`) belongs to: the last field whose
+    value starts at or before it (`memworker.wire.field_starts`; "" before the first value, "end"
+    for the end-of-turn token)."""
+    found = [(c, name) for c, name, _ in wire.field_starts(answer) if name]
+    starts = [c for c, _ in found]
     out = []
     for off in offsets:
         k = bisect.bisect_right(starts, off) - 1
-        out.append("end" if off >= len(answer) else keys[k][1] if k >= 0 else "")
+        out.append("end" if off >= len(answer) else found[k][1] if k >= 0 else "")
     return out
 
 
@@ -319,13 +320,14 @@ def _anatomy(args: argparse.Namespace) -> int:
         return count(tokenizer.apply_chat_template(prompts.render("extract", inputs),
                                                    tokenize=False, add_generation_prompt=True))
 
-    shares = anatomy.field_shares(tokenizer, rows)
-    total = sum(shares.values())
     claims = sum(len(r["gold"]["claims"]) for r in rows)
-    print(f"{args.split} split, {len(rows)} extract rows, {claims} gold claims, {total} answer "
-          f"tokens in today's wire form; share per field:")
-    for label, n in shares.items():
-        print(f"  {label:<16} {n:>7}  {n / total:6.1%}  ({n / max(claims, 1):.1f} per claim)")
+    shares = {form: anatomy.field_shares(tokenizer, rows, form) for form in ("v2", "v3")}
+    for form, found in shares.items():
+        total = sum(found.values())
+        print(f"{args.split} split, {len(rows)} extract rows, {claims} gold claims, {total} answer "
+              f"tokens in wire form {form}; share per field:")
+        for label, n in found.items():
+            print(f"  {label:<16} {n:>7}  {n / total:6.1%}  ({n / max(claims, 1):.1f} per claim)")
     levers = anatomy.lever_lengths(count, rows)
     print("answer tokens per row, gold claims in other wire forms (cumulative levers):")
     for lv in levers:
@@ -335,7 +337,7 @@ def _anatomy(args: argparse.Namespace) -> int:
     for what, (k, n) in choices.items():
         print(f"  {what.replace('_', ' ')}: {k} / {n} ({k / max(n, 1):.1%})")
     designs = anatomy.split_designs(count, rows, prompt_tokens)
-    print("one decision at a time (claims as arrays):")
+    print("one decision at a time (claims as wire v3 arrays):")
     for what, st in designs.items():
         print(f"  {what.replace('_', ' '):<40} n {st['n']:>5}  median {st['median']}  "
               f"p90 {st['p90']}  mean {st['mean']}")
