@@ -104,18 +104,33 @@ def unpack_claim(claim: list[Any]) -> dict[str, Any]:
             "kind": kind, "time_expression": expr, "supersedes": supersedes}
 
 
+_RECORD_KEYS = ["quotes", "subject", "predicate", "value", "kind", "time_expression",
+                "supersedes"]
+
+
+def _record(claim: Any) -> dict[str, Any]:
+    """A claim given as an array (as written) or as a record (keys checked) -> a record."""
+    if isinstance(claim, dict):
+        record = _ordered(claim, _RECORD_KEYS)
+        missing = sorted(set(_RECORD_KEYS) - set(record))
+        if missing:
+            raise ValueError(f"claim record lacks {missing}")
+        return record
+    return unpack_claim(claim)
+
+
 def claim_records(answer: dict[str, Any]) -> list[dict[str, Any]]:
     """The claim records of a wire extract answer."""
     return [unpack_claim(c) for c in answer["claims"]]
 
 
 def order_answer(task: str, wire: dict[str, Any]) -> dict[str, Any]:
-    """The wire answer with keys in grammar order (raises ValueError on unknown keys or a claim
-    of the wrong shape)."""
+    """The wire answer with keys in grammar order, extract claims as arrays (each given as an
+    array or as a record); raises ValueError on unknown keys or a claim of the wrong shape."""
     order = key_order(task)
     top = _ordered(wire, order[""])
     if task == "extract":
-        top["claims"] = [pack_claim(unpack_claim(c)) for c in wire["claims"]]
+        top["claims"] = [pack_claim(_record(c)) for c in wire["claims"]]
     elif task == "consolidate":
         top["observations"] = [_ordered(o, order["observation"]) for o in wire["observations"]]
     return top
