@@ -20,7 +20,7 @@ the one the codec renders, `wire.render_statement`):
 | `quote_not_in_event` | reject | a quote is not an exact substring of its cited event (or, in canonical form, `quotes` and `source_indices` differ in length) |
 | `quote_not_span` | reject | a quote is a substring but not one of the event's candidate spans (`memworker.spans`) |
 | `unknown_fact_id` | reject | `supersedes` names a fact id that is not among the existing facts |
-| `unknown_predicate` | reject | the predicate is not in the request's vocabulary (`memworker.ontology.vocabulary`; the dynamic schema offers exactly those) |
+| `unknown_predicate` | drop | the predicate is not in the request's vocabulary (`memworker.ontology.vocabulary`; the dynamic schema offers exactly those, so only an unconstrained backend or the rules arm can write another): a fact the store has no predicate for is not stored |
 | `time_expression_not_detected` | reject | the time expression is not one that `memworker.temporal.find_expressions` detects in the request's events (the dynamic schema offers exactly those; `memworker.wire.anchor_event` picks the event that dates it) |
 
 consolidate: `unknown_fact_id` (a support not among the facts). reflect: `unknown_evidence_id`
@@ -57,7 +57,8 @@ CODES = (
     "unknown_evidence_id",
 )
 #: codes on which the codec drops the claim instead of rejecting the answer
-DROP_CODES = ("secret_in_field", "injection_obeyed", "untrusted_content", "duplicate_claim")
+DROP_CODES = ("secret_in_field", "injection_obeyed", "untrusted_content", "duplicate_claim",
+              "unknown_predicate")
 
 
 @dataclass(frozen=True)
@@ -228,13 +229,13 @@ def claim_findings(claim: dict[str, Any], n: int, events: dict[int, dict[str, An
     where = f"claims/{n}"
     cited = [events[q["event"]] for q in claim["quotes"] if q["event"] in events]
     out = _drop_findings(claim, cited, where, list(events.values()), fact_texts)
-    out += _quote_findings(claim, events, where)
-    out += [Finding("unknown_fact_id", f"{where}/supersedes", f"fact id {fid!r} does not exist")
-            for fid in claim["supersedes"] if fid not in fact_ids]
     if predicates is not None and claim["predicate"] not in predicates:
         out.append(Finding("unknown_predicate", f"{where}/predicate",
                            f"{_short(claim['predicate'])!r} is not in the request's predicate "
                            "vocabulary"))
+    out += _quote_findings(claim, events, where)
+    out += [Finding("unknown_fact_id", f"{where}/supersedes", f"fact id {fid!r} does not exist")
+            for fid in claim["supersedes"] if fid not in fact_ids]
     expr = claim["time_expression"]
     if expr is not None and not any(expr in expressions_in(e["text"], e.get("timestamp"))
                                     for e in events.values()):

@@ -24,10 +24,10 @@ gives the per-row backend (the rules read the structured inputs, not the rendere
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from memworker import wire
 from memworker.inference.backends import Generation
 from memworker.safety import contains_credential, is_memory_control
 from memworker.spans import candidate_spans
@@ -429,6 +429,16 @@ ANSWERS = {"extract": extract_answer, "consolidate": consolidate_answer,
            "reflect": reflect_answer}
 
 
+def to_wire_v3(task: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The rules' answer in the wire form the codec reads: an extract claim keeps what the model
+    would write (the codec derives the statement, correction flag and confidence, as it does for
+    every arm); consolidate and reflect are unchanged."""
+    if task != "extract":
+        return answer
+    keep = ("quotes", "subject", "predicate", "value", "kind", "time_expression", "supersedes")
+    return {"claims": [{k: c[k] for k in keep} for c in answer["claims"]]}
+
+
 class RulesBackend:
     """Backend-shaped rules: `bind(task, inputs)` returns an object whose `generate()` returns the
     rules' wire answer as JSON text (the same on a retry: the rules are deterministic)."""
@@ -448,5 +458,6 @@ class _BoundRules:
     def generate(self, messages, *, schema=None, grammar=None, max_tokens: int,
                  temperature: float = 0.0, seed: int = 0) -> Generation:
         answer = ANSWERS[self.task](self.inputs)
-        return Generation(text=json.dumps(answer, ensure_ascii=False), finish_reason="stop",
+        return Generation(text=wire.dump_answer(self.task, to_wire_v3(self.task, answer)),
+                          finish_reason="stop",
                           backend=self.name)
