@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from memworker import wire
 from memworker.prompts import system_prompt
 from memworker.train import data as tdata
 from tests.fixtures.tiny import build_tiny_corpus, build_tokenizer
@@ -135,14 +136,15 @@ def test_training_builds_a_missing_corpus_through_memworker_corpus(tmp_path, mon
 
 
 def test_decision_weights_mark_where_values_start(smol_tok):
-    """On the embedded tokenizer: the fork after "claims": [ , the first token of the quoted span,
-    of the subject's name, the predicate, the value and the kind weigh `weight`; every other
-    answer token 1 and the prompt 0. An empty answer weighs only its fork."""
+    """On the embedded tokenizer: the fork after "claims":[ , the first token of the quoted span,
+    of the subject's name, the predicate, the value, the kind and the supersedes list (and the
+    token after its "[") weigh `weight`; every other answer token 1 and the prompt 0. An empty
+    answer weighs only its fork."""
     import bisect
 
-    answer = ('{"claims": [{"quotes": [{"quote": "I moved to Lisbon", "event": 0}], '
-              '"subject": {"name": "Ana", "type": "person"}, "predicate": "lives_in", '
-              '"value": "Lisbon", "kind": "fact"}]}')
+    answer = ('{"claims":[[[["I moved to Lisbon",0]],"Ana","person","lives_in","Lisbon",'
+              '"fact",null,["F1"]]]}')
+    assert wire.dump_answer("extract", json.loads(answer)) == answer
     enc = tdata.encode_chat(smol_tok, chat(answer), 4096, EOT)
     weights = tdata.decision_weights(smol_tok, enc, answer, 4.0)
     start = enc.prompt_len
@@ -151,12 +153,13 @@ def test_decision_weights_mark_where_values_start(smol_tok):
     offsets = tdata.answer_offsets(smol_tok, enc.input_ids[start:])
     assert offsets == [len(smol_tok.decode(enc.input_ids[start:start + k], skip_special_tokens=True))
                        for k in range(len(offsets))]
-    fork = answer.index("[{")
-    chars = [fork, fork + 1] + [answer.index(s) for s in ('I moved', 'Ana"', 'lives_in',
-                                                          'Lisbon", "kind', 'fact"}')]
+    fork = answer.index("[[")
+    sup = answer.index('["F1"]')
+    chars = [fork, fork + 1, sup, sup + 1] + [answer.index(s) for s in (
+        'I moved', 'Ana"', 'lives_in', 'Lisbon","fact', 'fact"')]
     expected = sorted({bisect.bisect_right(offsets, c) - 1 for c in chars})
     assert sorted(k - start for k, w in enumerate(weights) if w == 4.0) == expected
     assert len(expected) >= 6  # the span, name, predicate, value and kind tokens are distinct
-    empty = tdata.encode_chat(smol_tok, chat('{"claims": []}'), 4096, EOT)
-    ew = tdata.decision_weights(smol_tok, empty, '{"claims": []}', 4.0)
+    empty = tdata.encode_chat(smol_tok, chat('{"claims":[]}'), 4096, EOT)
+    ew = tdata.decision_weights(smol_tok, empty, '{"claims":[]}', 4.0)
     assert 1 <= ew.count(4.0) <= 2 and ew[empty.prompt_len:].count(1.0) >= 2

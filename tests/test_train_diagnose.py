@@ -82,22 +82,27 @@ def test_answer_lengths(tiny, tmp_path, capsys):
 
 
 def test_field_of_and_value_starts():
-    answer = '{"claims": [{"quotes": [{"quote": "I moved.", "event": 3}], "predicate": "lives_in"}]}'
-    # token start offsets of a made-up tokenisation: '{"claims": [{"' 'quotes": [{"' 'quote": "'
-    # 'I' ' moved.' '", "' 'event": ' '3' '}], "' 'predicate": "' 'lives' '_in' '"}]}' end
-    pieces = ['{"claims": [{"', 'quotes": [{"', 'quote": "', "I", " moved.", '", "', 'event": ',
-              "3", '}], "', 'predicate": "', "lives", "_in", '"}]}']
+    answer = ('{"claims":[[[["I moved.",3]],"the user","person","lives_in","Porto","fact",null,'
+              '[]]]}')
+    # token start offsets of a made-up tokenisation
+    pieces = ['{"claims":', '[[[', '["', "I", " moved.", '",', "3", ']],"', "the user", '","',
+              "person", '","', "lives", "_in", '","', "Porto", '","', "fact", '",', "null", ",[",
+              "]]]}"]
     assert "".join(pieces) == answer
     offsets = [sum(len(p) for p in pieces[:k]) for k in range(len(pieces))] + [len(answer)]
     fields = D.field_of(answer, offsets)
-    assert fields[3] == fields[4] == "quote" and fields[7] == "event"
-    assert fields[10] == fields[11] == "predicate" and fields[-1] == "end"
-    assert value_starts(answer, offsets) == {0: "claims", 1: "quotes", 3: "quote", 7: "event",
-                                             10: "predicate"}
+    assert fields[3] == fields[4] == "quote" and fields[6] == "event" and fields[8] == "name"
+    assert fields[12] == fields[13] == "predicate" and fields[15] == "value"
+    assert fields[0] == "" and fields[-1] == "end"
+    assert value_starts(answer, offsets) == {
+        1: "quotes", 2: "pair", 3: "quote", 6: "event", 8: "name", 10: "type", 12: "predicate",
+        15: "value", 17: "kind", 19: "time_expression", 20: "supersedes"}
     # the training weights' decision fields: the fork (the "[" token and the one after it; here
-    # one token), the quoted span and the predicate, not the event index or the list of quotes
-    assert value_starts(answer, offsets, DECISION_FIELDS) == {0: "claims", 3: "quote",
-                                                              10: "predicate"}
+    # one token), the quoted span, name, predicate, value, kind and the supersedes list and its
+    # first item; not the event index, the subject type or the time expression
+    assert value_starts(answer, offsets, DECISION_FIELDS) == {
+        1: "claims", 3: "quote", 8: "name", 12: "predicate", 15: "value", 17: "kind",
+        20: "supersedes", 21: "supersedes"}
 
 
 def test_fields_mode_counts_every_answer_token(tiny, tmp_path, capsys):
@@ -128,23 +133,34 @@ def test_labelled_json_is_the_training_target_and_labels_each_field():
              "value": "Porto", "statement": "The user lives in Porto.", "kind": "fact",
              "time_expression": None, "date": None, "date_precision": None,
              "is_correction": False, "supersedes": [], "confidence": 0.9}
+
+    def labels(pieces):
+        by_label: dict[str, str] = {}
+        for text, label in pieces:
+            by_label[label] = by_label.get(label, "") + text
+        return by_label
+
+    # today's wire (v3): the training target, byte for byte
     answer = wire.to_wire("extract", {"claims": [claim]})
-    pieces = anatomy.labelled_json(answer)
+    pieces = anatomy.labelled_json(answer, separators=wire.SEPARATORS)
     assert "".join(t for t, _ in pieces) == wire.dump_answer("extract", answer)
-    by_label: dict[str, str] = {}
-    for text, label in pieces:
-        by_label[label] = by_label.get(label, "") + text
-    assert by_label["quote"] == "I moved to Porto." and by_label["event"] == "2"
-    assert by_label["value"] == "Porto" and by_label["statement"] == "The user lives in Porto."
-    assert by_label["name"] == "the user" and by_label["confidence"] == "high"
-    assert by_label["time_expression"] == "null" and "supersedes" not in by_label
-    assert by_label["keys"].startswith('{"claims": [{"quotes": [{"quote": "')
-    # the levers render the same claim shorter, each no longer than the one before
+    got = labels(pieces)
+    assert got["quote"] == "I moved to Porto." and got["event"] == "2"
+    assert got["name"] == "the user" and got["type"] == "person"
+    assert got["predicate"] == "lives_in" and got["value"] == "Porto" and got["kind"] == "fact"
+    assert got["time_expression"] == "null" and "statement" not in got
+    assert got["keys"].startswith('{"claims":[[[["')
+    # the wire before v3: keyed, spaced, with the fields the codec now derives
+    got = labels(anatomy.labelled_json({"claims": [anatomy.v2_claim(claim)]}))
+    assert got["statement"] == "The user lives in Porto." and got["confidence"] == "high"
+    assert got["correction"] == "false" and "supersedes" not in got
+    assert got["keys"].startswith('{"claims": [{"quotes": [{"quote": "')
+    # the levers render the same claim shorter, each no longer than the one before; lever 4 is
+    # the training target
     row = {"gold": {"claims": [claim]}}
     texts = [anatomy.render(row, lever) for lever in anatomy.LEVERS]
     assert [len(t) for t in texts] == sorted((len(t) for t in texts), reverse=True)
-    assert json.loads(texts[-1]) == {"claims": [[[["I moved to Porto.", 2]], "the user", "person",
-                                                 "lives_in", "Porto", "fact", None, []]]}
+    assert texts[4] == wire.dump_answer("extract", answer)
     assert anatomy.bare_name("Uma (the user's client)") == "Uma"
 
 
@@ -164,8 +180,8 @@ def test_anatomy_counts_every_answer_token_once(tiny, tmp_path, capsys):
 
     gold = [len(tok(wire.dump_answer("extract", wire.to_wire("extract", r["gold"])),
                     add_special_tokens=False)["input_ids"]) for r in rows]
-    assert sum(found["field_tokens"].values()) == sum(gold)
-    assert found["levers"][0]["median"] == sorted(gold)[len(gold) // 2]
+    assert sum(found["field_tokens"]["v3"].values()) == sum(gold)
+    assert found["levers"][4]["median"] == sorted(gold)[len(gold) // 2]
     assert found["claims"] == sum(len(r["gold"]["claims"]) for r in rows)
     k, n = found["choices"]["subject_is_the_user_or_a_name_in_the_window"]
     assert n == found["claims"] and 0 <= k <= n

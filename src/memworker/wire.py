@@ -154,8 +154,10 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
     """[(character offset, field, is a list)] of every value in the text of a wire answer (as
     `dump_answer` writes it), in text order: a string's value starts after its opening quote, a
     list at its "[". Fields are the keys of objects and, inside an extract claim's array, the
-    names of CLAIM_FIELDS ("quote" and "event" inside a quote pair); a list's items carry the
-    list's field, except an extract claim ("claim") and a quote pair ("pair"). Raises ValueError
+    names of CLAIM_FIELDS ("quote" and "event" inside a quote pair). The scalar items of a list
+    (ids in supersedes, supports, citations) have no entry of their own: they belong to the
+    list's field, whose entry is its "["; an extract claim is "claim", a quote pair "pair".
+    Raises ValueError
     when `text` is not exactly what dump_answer writes for its value."""
     answer = json.loads(text)
     task = task_of_answer(answer)
@@ -169,7 +171,8 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
         pieces.append(piece)
         at += len(piece)
 
-    def visit(value: Any, field: str, names: tuple[str, ...] | None = None) -> None:
+    def visit(value: Any, field: str, names: tuple[str, ...] | None = None,
+              record: bool = True) -> None:
         if isinstance(value, dict):
             emit("{")
             for n, (key, sub) in enumerate(value.items()):
@@ -189,10 +192,11 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
                 elif field == "quotes":
                     visit(sub, "pair", ("quote", "event"))
                 else:
-                    visit(sub, field)
+                    visit(sub, field, record=False)
             emit("]")
         else:
-            out.append((at + isinstance(value, str), field, False))
+            if record:
+                out.append((at + isinstance(value, str), field, False))
             emit(json.dumps(value, ensure_ascii=False))
 
     visit(answer, "")

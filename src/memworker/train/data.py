@@ -195,13 +195,18 @@ def value_starts(answer: str, offsets: list[int],
 
 def decision_weights(tokenizer, enc: Encoded, answer: str, weight: float) -> list[float] | None:
     """Per-token loss weights of one encoded row (see the module docstring), or None when the
-    answer tokens do not decode to the answer text (then the row keeps plain weights)."""
+    answer tokens do not decode to the answer text or the answer is not a wire answer as
+    `memworker.wire.dump_answer` writes it (then the row keeps plain weights)."""
     start = enc.prompt_len
     answer_ids = enc.input_ids[start:]
     if not tokenizer.decode(answer_ids, skip_special_tokens=True).startswith(answer):
         return None
+    try:
+        starts = value_starts(answer, answer_offsets(tokenizer, answer_ids), DECISION_FIELDS)
+    except ValueError:
+        return None
     weights = [0.0] * start + [1.0] * len(answer_ids)
-    for k in value_starts(answer, answer_offsets(tokenizer, answer_ids), DECISION_FIELDS):
+    for k in starts:
         weights[start + k] = weight
     return weights
 
