@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,9 +21,10 @@ from memworker.inference.grammar import (
     schema_to_gbnf,
 )
 from memworker.inference.schema import build_schema
-from memworker.wire import dump_answer
+from memworker.wire import SEPARATORS, dump_answer
 from tests.gbnf import GbnfSyntaxError, Matcher, accepts, parse_gbnf
 from tests.test_codec_strategies import INPUTS, answers
+from tests.test_wire import wire_claim
 
 FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
@@ -30,10 +32,33 @@ FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
 
 # --- the static contracts convert -----------------------------------------------------------------
 
+def _without_optional_properties(schema):
+    """`schema` with every property that is not required removed (recursively)."""
+    if isinstance(schema, list):
+        return [_without_optional_properties(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _without_optional_properties(v) for k, v in schema.items()}
+    if "properties" in out:
+        out["properties"] = {k: v for k, v in out["properties"].items()
+                             if k in schema.get("required", [])}
+    return out
+
+
 @pytest.mark.parametrize("name", ["extract_wire", "consolidate_output", "reflect_output",
                                   "episode", "consolidate_input", "reflect_input"])
 def test_static_contract_schemas_convert_and_reparse(name):
-    gbnf = schema_to_gbnf(load_schema(name))
+    schema = load_schema(name)
+    if name == "episode":
+        # the episode's optional `predicates` and existing facts' optional `predicate` (wire v3)
+        # are outside the subset: refused, naming them; the rest of the contract converts
+        with pytest.raises(UnsupportedSchema, match=r"schema at /: .*optional.*\['predicates'\]"):
+            schema_to_gbnf(schema)
+        with pytest.raises(UnsupportedSchema, match=r"existing_facts/items: .*\['predicate'\]"):
+            schema_to_gbnf({**schema, "required": [*schema["required"], "predicates"]})
+        schema = _without_optional_properties(schema)
+        assert "predicates" not in schema["properties"]
+    gbnf = schema_to_gbnf(schema)
     rules = parse_gbnf(gbnf)
     assert "root" in rules
     # one rule per line: no literal carries a raw newline
@@ -66,7 +91,8 @@ def test_enum_literals_are_escaped_for_gbnf():
     gbnf = schema_to_gbnf({"enum": TRICKY + [None, 3, True, {"k": [1, "x"]}]})
     m = Matcher(gbnf)
     for value in TRICKY + [None, 3, True, {"k": [1, "x"]}]:
-        assert m.accepts(json.dumps(value, ensure_ascii=False)), value
+        assert m.accepts(json.dumps(value, ensure_ascii=False, separators=SEPARATORS)), value
+    assert not m.accepts(json.dumps({"k": [1, "x"]}))  # the default separators are not a literal
     assert not m.accepts(json.dumps("say 'hi'"))
     assert not m.accepts(json.dumps("new\nline", ensure_ascii=True) + " ")
     assert not m.accepts('"ünï cödé 東京 😀 "')
@@ -79,20 +105,32 @@ def test_gbnf_literal_round_trips_any_text(text):
     assert not accepts(f"root ::= {gbnf_literal(text)}", text + "x")
 
 
-def test_whitespace_is_exactly_json_dumps_defaults():
-    schema = {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+def test_whitespace_is_exactly_the_compact_separators():
+    assert SEPARATORS == (",", ":")
+    schema = {"type": "object", "additionalProperties": False, "required": ["a", "b", "c"],
               "properties": {"a": {"type": "array", "maxItems": 3, "items": {"type": "integer"}},
-                             "b": {"type": ["string", "null"], "maxLength": 5}}}
+                             "b": {"type": ["string", "null"], "maxLength": 5},
+                             "c": {"type": "array", "prefixItems": [{"type": "boolean"},
+                                                                    {"enum": ["x", "y"]}],
+                                   "items": False, "minItems": 2, "maxItems": 2}}}
     m = Matcher(schema_to_gbnf(schema))
-    value = {"a": [1, -2, 30], "b": None}
-    assert m.accepts(json.dumps(value))
-    assert not m.accepts(json.dumps(value, separators=(",", ":")))
+    value = {"a": [1, -2, 30], "b": None, "c": [True, "y"]}
+    compact = json.dumps(value, separators=SEPARATORS)
+    assert compact == '{"a":[1,-2,30],"b":null,"c":[true,"y"]}'
+    assert m.accepts(compact)
+    assert not m.accepts(json.dumps(value))  # json.dumps defaults (", " and ": "): v2
+    assert not m.accepts(compact.replace(",", ", ", 1))  # one space anywhere
+    assert not m.accepts(compact.replace(":", ": ", 1))
+    assert not m.accepts(compact.replace('[true,"y"]', '[true, "y"]'))  # inside a fixed array
+    assert not m.accepts(compact.replace("[1", "[ 1"))
     assert not m.accepts(json.dumps(value, indent=1))
-    assert not m.accepts(" " + json.dumps(value))
-    assert not m.accepts(json.dumps(value) + "\n")
-    assert not m.accepts(json.dumps({"b": None, "a": [1]}))  # key order is the schema's
-    assert not m.accepts(json.dumps({"a": [1, 2, 3, 4], "b": None}))  # maxItems
-    assert not m.accepts('{"a": [01], "b": null}')
+    assert not m.accepts(" " + compact)
+    assert not m.accepts(compact + "\n")
+    assert not m.accepts(json.dumps({"b": None, "a": [1], "c": [True, "y"]},
+                                    separators=SEPARATORS))  # key order is the schema's
+    assert not m.accepts(json.dumps({**value, "a": [1, 2, 3, 4]},
+                                    separators=SEPARATORS))  # maxItems
+    assert not m.accepts('{"a":[01],"b":null,"c":[true,"y"]}')
 
 
 def test_ensure_ascii_escapes_are_not_training_format():
@@ -114,10 +152,81 @@ def test_integer_ranges_and_numbers():
 def test_anyof_of_whole_objects():
     schema = load_schema("reflect_output")
     m = Matcher(schema_to_gbnf(schema))
-    assert m.accepts('{"answer": "x", "citations": ["E1"], "insufficient_evidence": false}')
-    assert m.accepts('{"answer": "x", "citations": [], "insufficient_evidence": true}')
-    assert not m.accepts('{"answer": "x", "citations": [], "insufficient_evidence": false}')
-    assert not m.accepts('{"answer": "x", "citations": ["E1"], "insufficient_evidence": true}')
+    assert m.accepts('{"answer":"x","citations":["E1"],"insufficient_evidence":false}')
+    assert m.accepts('{"answer":"x","citations":[],"insufficient_evidence":true}')
+    assert not m.accepts('{"answer":"x","citations":[],"insufficient_evidence":false}')
+    assert not m.accepts('{"answer":"x","citations":["E1"],"insufficient_evidence":true}')
+
+
+# --- fixed-order arrays (prefixItems: an extract claim, a quote pair) -----------------------------
+
+TUPLE = {"type": "array", "items": False, "minItems": 3, "maxItems": 3,
+         "prefixItems": [{"type": "integer", "minimum": 0, "maximum": 9}, {"enum": ["a", "b"]},
+                         {"type": ["string", "null"], "maxLength": 3}]}
+
+
+@pytest.mark.parametrize("text,ok", [
+    ('[3,"a",null]', True), ('[0,"b","xyz"]', True), ('[9,"a",""]', True),
+    ('["a",3,null]', False),          # the right items in another order
+    ('[3,null,"a"]', False),
+    ('[3,"a"]', False), ('[3]', False), ("[]", False),   # fewer items
+    ('[3,"a",null,null]', False), ('[3,"a",null,1]', False),   # more items
+    ('[3,"c",null]', False), ('[10,"a",null]', False), ('[3,"a","wxyz"]', False),  # an item's own
+    ('[3, "a", null]', False), ('[ 3,"a",null]', False),   # compact separators only
+    ('{"0":3,"1":"a","2":null}', False),
+])
+def test_prefix_items_accept_exactly_their_items_in_order(text, ok):
+    m = Matcher(schema_to_gbnf(TUPLE))
+    assert m.accepts(text) == ok
+    # the grammar and the schema agree on every compact text
+    value = json.loads(text)
+    if text == json.dumps(value, separators=SEPARATORS):
+        assert jsonschema.Draft202012Validator(TUPLE).is_valid(value) == ok
+
+
+def test_prefix_items_without_max_items_and_nested():
+    # items: false already bounds the length: maxItems may be left out
+    no_max = {k: v for k, v in TUPLE.items() if k != "maxItems"}
+    assert schema_to_gbnf(no_max) == schema_to_gbnf(TUPLE)
+    # a list of pairs, as an extract claim's quotes: each pair in its own order
+    pairs = {"type": "array", "maxItems": 2, "minItems": 1, "items": {
+        "type": "array", "items": False, "minItems": 2, "maxItems": 2,
+        "prefixItems": [{"enum": ["Hi.", "Bye."]}, {"const": 4}]}}
+    m = Matcher(schema_to_gbnf(pairs))
+    assert m.accepts('[["Hi.",4]]') and m.accepts('[["Hi.",4],["Bye.",4]]')
+    for bad in ['[[4,"Hi."]]', '[["Hi."]]', '[["Hi.",4,4]]', '[["Hi.",5]]', "[]",
+                '[["Hi.",4],["Bye.",4],["Hi.",4]]', '[{"quote":"Hi.","event":4}]']:
+        assert not m.accepts(bad), bad
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"items": {"type": "null"}}, "items: false"),   # further items of a schema
+    ({"items": True}, "items: false"),
+    ({"items": None}, "items: false"),               # left out: further items are allowed
+    ({"minItems": 2}, "exactly 3"),
+    ({"minItems": None}, "exactly 3"),               # left out: minItems 0, shorter arrays
+    ({"maxItems": 4}, "exactly 3"),
+    ({"minItems": 4, "maxItems": 4}, "exactly 3"),
+    ({"prefixItems": []}, "non-empty"),
+    ({"prefixItems": {"type": "null"}}, "non-empty"),
+    ({"minLength": 1}, "do not apply"),
+])
+def test_prefix_items_outside_the_subset_raise(change, needle):
+    schema = {k: v for k, v in TUPLE.items() if change.get(k, "") is not None}
+    schema.update({k: v for k, v in change.items() if v is not None})
+    with pytest.raises(UnsupportedSchema, match=needle):
+        schema_to_gbnf(schema)
+
+
+def test_prefix_items_errors_name_the_location():
+    bad = {**TUPLE, "prefixItems": [*TUPLE["prefixItems"][:2], {"type": "string"}]}
+    with pytest.raises(UnsupportedSchema, match=r"schema at /prefixItems/2: .*maxLength"):
+        schema_to_gbnf(bad)
+    nested = {"type": "object", "additionalProperties": False, "required": ["x"],
+              "properties": {"x": {"type": "array", "maxItems": 2,
+                                   "items": {**TUPLE, "items": True}}}}
+    with pytest.raises(UnsupportedSchema, match=r"schema at /properties/x/items: .*items: false"):
+        schema_to_gbnf(nested)
 
 
 # --- patterns -------------------------------------------------------------------------------------
@@ -208,7 +317,7 @@ def test_unique_items_are_left_to_the_codec_which_enforces_them():
     # a grammar cannot express uniqueItems: it lets a repeated item through ...
     m = Matcher(schema_to_gbnf({"type": "array", "maxItems": 3, "uniqueItems": True,
                                 "items": {"enum": ["a", "b"]}}))
-    assert m.accepts('["a", "a"]')
+    assert m.accepts('["a","a"]')
     # ... and the codec takes it out: repeated citations and supports are removed, an
     # observation left with one fact is rejected, a repeated claim is dropped
     from memworker.inference.codec import OutputValidationError, decode
@@ -226,12 +335,8 @@ def test_unique_items_are_left_to_the_codec_which_enforces_them():
     episode = {"episode_id": "e", "existing_facts": [], "events": [
         {"index": 0, "role": "user", "timestamp": "2025-01-01T10:00:00Z", "trusted": True,
          "text": "I moved to Lisbon."}]}
-    claim = {"quotes": [{"quote": "I moved to Lisbon.", "event": 0}],
-             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
-             "value": "Lisbon", "statement": "The user lives in Lisbon.", "kind": "fact",
-             "time_expression": None, "correction": False, "supersedes": [],
-             "confidence": "high"}
-    out = decode("extract", episode, json.dumps({"claims": [claim, claim, claim]}))
+    claim = wire_claim(quotes=[("I moved to Lisbon.", 0)], time_expression=None)
+    out = decode("extract", episode, dump_answer("extract", {"claims": [claim, claim, claim]}))
     assert len(out.output["claims"]) == 1
     assert [f.code for f in out.dropped] == ["duplicate_claim", "duplicate_claim"]
 
@@ -252,6 +357,7 @@ def test_dump_answer_of_every_dynamic_answer_is_accepted(task):
             # and only that text: another serialisation of the same value is refused
             assert not matcher.accepts(json.dumps(answer, ensure_ascii=False, indent=1)) \
                 or text == json.dumps(answer, ensure_ascii=False, indent=1)
+            assert not matcher.accepts(json.dumps(answer, ensure_ascii=False))  # v2's spacing
 
     check()
 
@@ -262,17 +368,36 @@ def test_gold_with_unlisted_quote_or_id_is_rejected():
               "events": [{"index": 4, "role": "user", "timestamp": "2025-01-01T10:00:00Z",
                           "trusted": True, "text": "I moved to Lisbon next Friday. Nice."}]}
     matcher = Matcher(schema_to_gbnf(build_schema("extract", inputs)))
-    claim = {"quotes": [{"event": 4, "quote": "I moved to Lisbon next Friday."}],
-             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
-             "value": "Lisbon", "statement": "The user moves to Lisbon.", "kind": "plan",
-             "time_expression": "next Friday", "correction": True, "supersedes": ["F1"],
-             "confidence": "high"}
-    assert matcher.accepts(dump_answer("extract", {"claims": [claim]}))
-    for key, bad in [("quotes", [{"event": 4, "quote": "moved to Lisbon"}]),
-                     ("quotes", [{"event": 5, "quote": "I moved to Lisbon next Friday."}]),
+    fields = {"quotes": [("I moved to Lisbon next Friday.", 4)], "kind": "plan",
+              "time_expression": "next Friday", "supersedes": ["F1"]}
+
+    def text(*claims):
+        return json.dumps({"claims": list(claims)}, ensure_ascii=False, separators=SEPARATORS)
+
+    claim = wire_claim(**fields)
+    assert matcher.accepts(text(claim)) and text(claim) == dump_answer("extract",
+                                                                         {"claims": [claim]})
+    for key, bad in [("quotes", [("moved to Lisbon", 4)]),
+                     ("quotes", [("I moved to Lisbon next Friday.", 5)]),
+                     ("quotes", []),
                      ("supersedes", ["F2"]), ("time_expression", "tomorrow"),
-                     ("predicate", "Lives_in"), ("confidence", "0.9")]:
-        assert not matcher.accepts(dump_answer("extract", {"claims": [{**claim, key: bad}]}))
+                     ("predicate", "Lives_in"),
+                     ("predicate", "moved_to"),   # well formed, but not in the vocabulary
+                     ("type", "city"), ("kind", "rumour"), ("name", "")]:
+        assert not matcher.accepts(text(wire_claim(**{**fields, key: bad}))), (key, bad)
+    # the claim's shape: no v2 keyed object, no ninth item (v2's confidence), no item missing
+    assert not matcher.accepts(text(claim + ["high"]))
+    assert not matcher.accepts(text(claim[:7]))
+    assert not matcher.accepts(text(claim[1:2] + claim[:1] + claim[2:]))
+    assert not matcher.accepts(text({**wire_claim(array=False, **fields),
+                                     "statement": "The user moves to Lisbon.",
+                                     "correction": True, "confidence": "high"}))
+    # the predicate comes from the request's vocabulary: the episode's own when it has one
+    assert "moved_to" not in schema_to_gbnf(build_schema("extract", inputs))
+    own = Matcher(schema_to_gbnf(build_schema("extract", {**inputs,
+                                                          "predicates": ["moved_to"]})))
+    assert own.accepts(text(wire_claim(**{**fields, "predicate": "moved_to"})))
+    assert not own.accepts(text(claim))
 
 
 def test_quote_comes_first_and_the_grammar_leaves_only_its_event():
@@ -285,19 +410,16 @@ def test_quote_comes_first_and_the_grammar_leaves_only_its_event():
                          {"index": 6, "role": "user", "timestamp": "2025-01-01T10:05:00Z",
                           "trusted": True, "text": "My sister Ana lives in Porto. Thanks!"}]}
     matcher = Matcher(schema_to_gbnf(build_schema("extract", inputs)))
-    claim = {"quotes": [{"event": 4, "quote": "I moved to Lisbon."}],
-             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
-             "value": "Lisbon", "statement": "The user lives in Lisbon.", "kind": "fact",
-             "time_expression": None, "correction": False, "supersedes": [],
-             "confidence": "high"}
+    claim = wire_claim(quotes=[("I moved to Lisbon.", 4)], time_expression=None)
     text = dump_answer("extract", {"claims": [claim]})
-    assert text.startswith('{"claims": [{"quotes": [{"quote": "I moved to Lisbon.", "event": 4}]')
+    assert text.startswith('{"claims":[[[["I moved to Lisbon.",4]],"the user"')
     assert matcher.accepts(text)
-    assert not matcher.accepts(text.replace('"event": 4', '"event": 6'))
+    assert not matcher.accepts(text.replace('.",4]', '.",6]'))
+    assert not matcher.accepts(text.replace('["I moved to Lisbon.",4]', '[4,"I moved to Lisbon."]'))
     # a span both events hold leaves both open
     for index in (4, 6):
-        both = dump_answer("extract", {"claims": [
-            {**claim, "quotes": [{"event": index, "quote": "Thanks!"}]}]})
+        both = dump_answer("extract", {"claims": [wire_claim(quotes=[("Thanks!", index)],
+                                                             time_expression=None)]})
         assert matcher.accepts(both)
 
 

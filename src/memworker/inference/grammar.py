@@ -404,10 +404,11 @@ class _Converter:
         prefix = schema["prefixItems"]
         if not isinstance(prefix, list) or not prefix:
             raise UnsupportedSchema(path, "prefixItems must be a non-empty list")
-        if schema.get("items", False) is not False:
+        if schema.get("items") is not False:  # absent: any further items are allowed
             raise UnsupportedSchema(path, "prefixItems needs items: false (a fixed-order array)")
         n = len(prefix)
-        if schema.get("minItems", n) != n or schema.get("maxItems", n) != n:
+        # an absent minItems is 0: shorter arrays would be valid, which the grammar refuses
+        if schema.get("minItems", 0) != n or schema.get("maxItems", n) != n:
             raise UnsupportedSchema(path, f"a fixed-order array of {n} items must have exactly {n}")
         parts = ['"["']
         for i, sub in enumerate(prefix):
