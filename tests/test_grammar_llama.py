@@ -123,6 +123,9 @@ def test_llama_sampler_accepts_gold_like_answers_byte_for_byte(vocab_model, task
         assert verdict, text
         assert llama_accepts(vocab_model, gbnf, text[:-1] + " " + text[-1]) is False
         assert llama_accepts(vocab_model, gbnf, text + " ") is False
+        # json.dumps' default separators (", ", ": "; the v2 wire) are refused
+        assert llama_accepts(vocab_model, gbnf,
+                             json.dumps(json.loads(text), ensure_ascii=False)) is False
 
     check()
 
@@ -145,6 +148,7 @@ def test_temperature_one_outputs_all_parse_and_validate(embedded_gguf, llama_cpp
             assert gen.finish_reason == "stop", (task, gen.text)
             answer = json.loads(gen.text)
             jsonschema.validate(answer, request.schema)
+            assert gen.text == dump_answer(task, answer)  # compact, in grammar order
             outputs.append((task, gen.text))
     backend.llm.close()
     assert len(outputs) >= 20
