@@ -3,9 +3,10 @@ import json
 
 import pytest
 
-from memworker import contracts
+from memworker import contracts, wire
 from memworker.contracts import ContractError, errors, load_schema, validate
 from tests.helpers import episode, replaced
+from tests.test_wire import wire_claim
 
 CLAIM = {
     "source_indices": [0], "quotes": ["I moved to Lisbon last week."],
@@ -26,10 +27,33 @@ def test_every_schema_is_valid_draft_2020_12():
 REFLECT_INPUT = {"question": "q?", "asked_at": "2025-10-08T09:00:00Z",
                  "evidence": [{"id": "E1", "timestamp": "2025-10-01T10:00:00+00:00",
                                "text": "t"}]}
+#: an episode with the optional fields of wire v3: its own predicate vocabulary and a predicate
+#: on an existing fact
+WITH_PREDICATES = replaced(episode(predicates=["lives_in", "visits"]),
+                           ("existing_facts", 0, "predicate"), "lives_in")
 #: (schema, a document it accepts, the same document with one thing wrong, where)
 GOOD_AND_BAD = [
     ("episode", episode(), replaced(episode(), ("events", 0, "role"), "system"),
      "events/0/role"),
+    ("episode", WITH_PREDICATES, replaced(WITH_PREDICATES, ("predicates",), []), "predicates"),
+    ("episode", WITH_PREDICATES,
+     replaced(WITH_PREDICATES, ("predicates",), ["lives_in", "visits", "lives_in"]),
+     "predicates"),
+    ("episode", WITH_PREDICATES, replaced(WITH_PREDICATES, ("predicates", 1), "Visits"),
+     "predicates/1"),
+    ("episode", WITH_PREDICATES,
+     replaced(WITH_PREDICATES, ("existing_facts", 0, "predicate"), "lives in"),
+     "existing_facts/0/predicate"),
+    ("episode", WITH_PREDICATES,
+     replaced(WITH_PREDICATES, ("existing_facts", 0, "predicate"), ""),
+     "existing_facts/0/predicate"),
+    ("extract_wire", {"claims": [wire_claim()]}, {"claims": [wire_claim() + ["high"]]},
+     "claims/0"),   # a ninth item (v2's confidence label)
+    ("extract_wire", {"claims": [wire_claim()]}, {"claims": [wire_claim()[:7]]}, "claims/0"),
+    ("extract_wire", {"claims": [wire_claim()]}, {"claims": [wire_claim(array=False)]},
+     "claims/0"),   # a claim record (or a v2 object) is not what the model writes
+    ("extract_wire", {"claims": [wire_claim()]},
+     {"claims": [wire_claim(quotes=[("I moved to Lisbon last week.", 200)])]}, "claims/0/0/0/1"),
     ("extract_output", {"claims": [CLAIM]}, {"claims": [{**CLAIM, "confidence": 1.5}]},
      "claims/0/confidence"),
     ("extract_output", {"claims": []}, {"claims": [], "extra": 1}, "<root>"),
@@ -90,12 +114,33 @@ def test_naive_timestamp_and_unknown_role_are_rejected():
 
 
 def test_wire_schema_is_the_contract_with_choices_not_dates():
-    wire = load_schema("extract_wire")["properties"]["claims"]["items"]["properties"]
+    """Wire v3: a claim is a fixed-order array of wire.CLAIM_FIELDS, each item the canonical
+    field's own schema; nothing the codec derives (statement, correction flag, confidence) or
+    resolves (date, precision) is written."""
+    claim = load_schema("extract_wire")["properties"]["claims"]["items"]
     canon = load_schema("extract_output")["properties"]["claims"]["items"]["properties"]
-    assert "date" not in wire and "date_precision" not in wire
-    assert wire["confidence"] == {"enum": ["low", "medium", "high"]}
-    for shared in ("subject", "predicate", "value", "statement", "kind", "supersedes"):
-        assert wire[shared] == canon[shared]
+    assert claim["type"] == "array" and claim["items"] is False
+    assert claim["minItems"] == claim["maxItems"] == len(claim["prefixItems"]) == 8
+    items = dict(zip(wire.CLAIM_FIELDS, claim["prefixItems"], strict=True))
+    derived = {"statement", "confidence", "correction", "is_correction", "date",
+               "date_precision", "source_indices"}
+    assert not derived & set(items) and derived - {"correction"} <= set(canon)
+    quotes = items["quotes"]
+    assert {k: quotes[k] for k in ("minItems", "maxItems")} == {
+        k: canon["quotes"][k] for k in ("minItems", "maxItems")}
+    pair = quotes["items"]
+    assert pair["items"] is False and pair["minItems"] == pair["maxItems"] == 2
+    assert pair["prefixItems"] == [canon["quotes"]["items"], canon["source_indices"]["items"]]
+    subject = canon["subject"]["properties"]
+    assert (items["name"], items["type"]) == (subject["name"], subject["type"])
+    for shared in ("predicate", "value", "kind", "time_expression", "supersedes"):
+        assert items[shared] == canon[shared], shared
+    # so the wire form of a canonical claim is valid, and it comes back whole
+    wired = wire.to_wire("extract", {"claims": [CLAIM]})
+    validate("extract_wire", wired)
+    back = wire.from_wire("extract", wired, episode())
+    validate("extract_output", back)
+    assert [wire.comparable(c) for c in back["claims"]] == [wire.comparable(CLAIM)]
 
 
 def test_unknown_names_fail_clearly():
