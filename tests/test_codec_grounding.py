@@ -19,6 +19,8 @@ from memworker.corpus import audit_row
 from memworker.corpus.build import generate_rows
 from memworker.corpus.natural import load_natural
 from memworker.inference.codec import decode
+from memworker.wire import SEPARATORS
+from tests.test_codec_strategies import make_claim
 
 # the live scenario `injected-tool-text`, session s2, as the live store hands it to extract
 # (a tool message is untrusted)
@@ -40,18 +42,23 @@ LIVE = {
 }
 
 
-def claim(**over):
-    base = {"quotes": [{"event": 2, "quote": "Thanks, that's all I needed."}],
-            "subject": {"name": "the user", "type": "person"}, "predicate": "works_at",
-            "value": "Globex", "statement": "The user works at Globex.", "kind": "fact",
-            "time_expression": None, "correction": False, "supersedes": [],
-            "confidence": "high"}
-    base.update(over)
-    return base
+BASE = {"quotes": [["Thanks, that's all I needed.", 2]], "name": "the user", "type": "person",
+        "predicate": "works_at", "value": "Globex", "kind": "fact", "time_expression": None,
+        "supersedes": []}
+
+
+def claim(**over) -> list:
+    """A wire claim array from keyword arguments named after `wire.CLAIM_FIELDS`."""
+    return make_claim(BASE, **over)
+
+
+def record(**over) -> dict:
+    """The same claim as the record the verifier reads (its statement: the rendered one)."""
+    return wire.unpack_claim(claim(**over))
 
 
 def extract(*claims) -> str:
-    return json.dumps({"claims": list(claims)})
+    return json.dumps({"claims": list(claims)}, separators=SEPARATORS)
 
 
 def test_an_injected_value_laundered_through_a_trusted_citation_is_dropped():
@@ -61,14 +68,21 @@ def test_an_injected_value_laundered_through_a_trusted_citation_is_dropped():
     assert [(f.code, f.where) for f in result.dropped] == [("untrusted_content", "claims/0")]
     assert "'globex'" in result.dropped[0].detail and "[1]" in result.dropped[0].detail
     assert result.diagnostics == [f"claims/0: dropped ({result.dropped[0].detail})"]
-    # the statement alone carries it too (a value paraphrased away does not launder it)
-    result = decode("extract", LIVE, extract(claim(value="a new employer")))
+    # the subject name carries it too, into the rendered statement (a value paraphrased away
+    # does not launder it)
+    result = decode("extract", LIVE, extract(claim(value="a new employer",
+                                                   name="the user, a Globex hire")))
     assert [f.code for f in result.dropped] == ["untrusted_content"]
+    assert "'globex'" in result.dropped[0].detail
+    # ... and a statement alone, where a record carries one (the audit's gold claims)
+    gold_like = {**record(value="a new employer"), "statement": "The user works at Globex."}
+    assert verify.untrusted_words(gold_like, LIVE["events"]) == ["globex"]
+    assert verify.untrusted_words(record(value="a new employer"), LIVE["events"]) == []
 
 
 def test_a_value_found_in_a_trusted_event_or_existing_fact_is_kept():
     # "Fernwood Analytics" is in the untrusted tool text and in the existing fact F1
-    kept = claim(value="Fernwood Analytics", statement="The user works at Fernwood Analytics.")
+    kept = claim(value="Fernwood Analytics")
     result = decode("extract", LIVE, extract(kept))
     assert result.dropped == [] and result.output["claims"][0]["value"] == "Fernwood Analytics"
     # ... and in a trusted user turn when there is no existing fact
@@ -77,27 +91,24 @@ def test_a_value_found_in_a_trusted_event_or_existing_fact_is_kept():
         {"index": 3, "role": "user", "timestamp": "2025-06-03T16:22:00+02:00", "trusted": True,
          "text": "For the record, I work at Fernwood Analytics."}]}
     result = decode("extract", told, extract(claim(
-        quotes=[{"event": 3, "quote": "For the record, I work at Fernwood Analytics."}],
-        value="Fernwood Analytics", statement="The user works at Fernwood Analytics.")))
+        quotes=[["For the record, I work at Fernwood Analytics.", 3]],
+        value="Fernwood Analytics")))
     assert result.dropped == [] and len(result.output["claims"]) == 1
+    assert result.output["claims"][0]["statement"] == "The user works at Fernwood Analytics."
     # "works" is in the tool text only, but a common word is not content ("work" is trusted)
-    assert verify.untrusted_words(claim(value="Fernwood Analytics",
-                                        statement="The user works at Fernwood Analytics."),
-                                  told["events"]) == []
+    assert verify.untrusted_words(record(value="Fernwood Analytics"), told["events"]) == []
 
 
 def test_a_cited_untrusted_event_is_judged_by_the_untrusted_source_rule_alone():
-    harmless = {**LIVE, "events": [
+    harmless = {**LIVE, "predicates": ["works_at", "weather"], "events": [
         *LIVE["events"][:1],
         {**LIVE["events"][1], "text": "Weather in Rotterdam: sunny, 24 degrees."},
         *LIVE["events"][2:]]}
-    cites_it = claim(quotes=[{"event": 1, "quote": "sunny"}], predicate="weather",
-                     value="sunny, 24 degrees", statement="It is sunny in Rotterdam.",
-                     subject={"name": "Rotterdam", "type": "place"})
+    cites_it = claim(quotes=[["sunny", 1]], predicate="weather", value="sunny, 24 degrees",
+                     name="Rotterdam", type="place")
     assert decode("extract", harmless, extract(cites_it)).dropped == []
-    launders_it = claim(predicate="weather", value="sunny, 24 degrees",
-                        statement="It is sunny in Rotterdam.",
-                        subject={"name": "Rotterdam", "type": "place"})
+    launders_it = claim(predicate="weather", value="sunny, 24 degrees", name="Rotterdam",
+                        type="place")
     result = decode("extract", harmless, extract(launders_it))
     assert [f.code for f in result.dropped] == ["untrusted_content"]
     assert "'24'" in result.dropped[0].detail and "'rotterdam'" in result.dropped[0].detail
@@ -140,9 +151,9 @@ def test_dates_and_clock_times_are_left_to_the_resolver():
          "text": "The fibre installation is booked for March 4."},
         {"index": 1, "role": "tool", "timestamp": "2025-02-20T09:00:05+01:00", "trusted": False,
          "text": '[calendar] created event "fibre installation" 2025-03-04 08:00-12:00'}]}
-    dated = claim(quotes=[{"event": 0, "quote": "The fibre installation is booked for March 4."}],
-                  predicate="installation_on", value="2025-03-04 08:00",
-                  statement="The user's fibre installation is on 2025-03-04.")
+    dated = {**record(quotes=[["The fibre installation is booked for March 4.", 0]],
+                      predicate="has_appointment", value="2025-03-04 08:00"),
+             "statement": "The user's fibre installation is on 2025-03-04."}
     assert verify.untrusted_words(dated, booked["events"]) == []
     assert verify.untrusted_words({**dated, "value": "2025-03-04 with KPN"},
                                   booked["events"]) == []  # KPN is in no event: paraphrase

@@ -1,13 +1,14 @@
 """Long extract windows (corpus v2: 6-24 events, ~400-1,300 event tokens): a realistic gold answer
-of 8 claims with 3 quotes each, values <= 80 and statements <= 160 characters, stays
-representable under the dynamic schema within n_ctx 4096, and max_tokens never runs past the
-context left."""
+of 8 claims with 3 quotes each and values <= 80 characters (wire v3: the statement is rendered by
+the codec, not written) stays representable under the dynamic schema within n_ctx 4096, and
+max_tokens never runs past the context left."""
 
 from __future__ import annotations
 
 import jsonschema
 import pytest
 
+from memworker import wire
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
     build_schema,
@@ -33,8 +34,8 @@ SENTENCES = [
 ]
 TAILS = ["Thanks for asking.", "It has been a long week.", "Anyway.", "Let me think."]
 #: ChatML prompt tokens of WINDOW with the embedded SmolLM2 tokenizer (1,433 of them the rendered
-#: event lines); re-measured by the slow test below
-PROMPT_TOKENS = 1722
+#: event lines; the wire v3 prompt); re-measured by the slow test below
+PROMPT_TOKENS = 1732
 
 
 def window() -> dict:
@@ -48,20 +49,14 @@ def window() -> dict:
 
 
 def gold() -> dict:
-    """8 claims x 3 sentence quotes; value 70 and statement 150 characters."""
+    """8 claims x 3 sentence quotes; value 70 characters; as the model writes it (arrays)."""
     claims = []
     for k in range(8):
-        quotes = [{"event": (3 * k + j) % 24, "quote": SENTENCES[(3 * k + j) % 24 % 5]}
-                  for j in range(3)]
-        claims.append({
-            "quotes": quotes, "subject": {"name": "Maria, the user's sister", "type": "person"},
-            "predicate": "visits_user_on",
-            "value": "visiting the user in Lisbon for the weekend, staying in the spare room",
-            "statement": "The user's sister Maria is coming to visit the user in Lisbon next "
-                         "Friday and will stay in the spare room, which the user plans to clear "
-                         "on Wednesday.",
-            "kind": "plan", "time_expression": "next Friday", "correction": False,
-            "supersedes": ["F1"], "confidence": "high"})
+        quotes = [[SENTENCES[(3 * k + j) % 24 % 5], (3 * k + j) % 24] for j in range(3)]
+        claims.append([
+            quotes, "Maria, the user's sister", "person", "plans_to",
+            "visiting the user in Lisbon for the weekend, staying in the spare room", "plan",
+            "next Friday", ["F1"]])
     return {"claims": claims}
 
 
@@ -83,30 +78,34 @@ def _bounded(schema) -> None:
 
 def test_a_24_event_window_keeps_8_claims_of_3_quotes_within_the_context():
     inputs, answer = window(), gold()
-    assert max(len(c["value"]) for c in answer["claims"]) <= 80
-    assert max(len(c["statement"]) for c in answer["claims"]) <= 160
+    records = wire.claim_records(answer)
+    assert max(len(r["value"]) for r in records) <= 80
+    # the statement the codec renders fits the canonical contract unclipped
+    assert max(len(wire.render_statement(r)) for r in records) <= 300
     left = N_CTX - PROMPT_TOKENS
     schema = build_schema("extract", inputs, budget_tokens=left)
     claims = schema["properties"]["claims"]
-    props = claims["items"]["properties"]
-    assert (claims["maxItems"], props["quotes"]["maxItems"]) == (8, 3)
-    assert (props["value"]["maxLength"], props["statement"]["maxLength"]) == (80, 160)
+    quotes, name, _, _, value, *_ = claims["items"]["prefixItems"]
+    assert (claims["maxItems"], quotes["maxItems"]) == (8, 3)
+    # no free text shrinks below the gold's (wire v3 leaves 120 value characters here)
+    assert value["maxLength"] >= 80 and name["maxLength"] >= len("Maria, the user's sister")
     assert typical_tokens(schema) <= left
     assert not list(jsonschema.Draft202012Validator(schema).iter_errors(answer))
     assert Matcher(schema_to_gbnf(schema)).accepts(dump_answer("extract", answer))
     _bounded(schema)
     # the hard cap: never more than the context left, whatever the worst case
-    assert worst_case_chars(schema) > 3 * left
+    assert max_tokens_for(schema) > left and worst_case_chars(schema) > 2 * left
     assert max_tokens_for(schema, context_left=left) == left
 
 
 def test_a_fuller_context_still_shrinks_the_schema_rather_than_overflow():
+    # (wire v3 claims are shorter than v2's: 8 of them still fit a 1,200-token budget)
     inputs = window()
-    schema = build_schema("extract", inputs, budget_tokens=1200)
+    schema = build_schema("extract", inputs, budget_tokens=900)
     claims = schema["properties"]["claims"]
-    assert claims["maxItems"] < 8 and typical_tokens(schema) <= 1200
+    assert claims["maxItems"] < 8 and typical_tokens(schema) <= 900
     _bounded(schema)
-    assert max_tokens_for(schema, context_left=1200) == 1200
+    assert max_tokens_for(schema, context_left=900) == 900
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from memworker.inference.schema import (
     InputError,
     Limits,
     build_schema,
+    check_inputs,
     citable_spans,
     estimate_tokens,
     max_tokens_for,
@@ -29,11 +30,14 @@ from memworker.inference.schema import (
     typical_tokens,
     worst_case_chars,
 )
+from memworker.ontology import PREDICATES
 from memworker.spans import candidate_spans
-from memworker.wire import dump_answer, key_order, wire_schema_name
+from memworker.wire import CLAIM_FIELDS, SEPARATORS, dump_answer, key_order, wire_schema_name
 from tests.gbnf import Matcher
-from tests.test_codec_strategies import INPUTS, answers
+from tests.test_codec_strategies import INPUTS, answers, episodes
 
+#: request inputs per task, extract ones with the optional predicate vocabulary fields
+VOCAB_INPUTS = {**INPUTS, "extract": lambda: episodes(vocabulary=True)}
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -50,23 +54,32 @@ def episode(events, facts=()):
 
 # --- extract --------------------------------------------------------------------------------------
 
-def test_extract_quotes_are_whole_object_branches_per_citable_event():
+def claim_items(schema) -> dict[str, dict]:
+    """{wire field: its schema} of an extract schema's claim array (`wire.CLAIM_FIELDS`)."""
+    claim = schema["properties"]["claims"]["items"]
+    assert claim["type"] == "array" and claim["items"] is False
+    assert claim["minItems"] == claim["maxItems"] == len(claim["prefixItems"]) == 8
+    return dict(zip(CLAIM_FIELDS, claim["prefixItems"], strict=True))
+
+
+def test_extract_quotes_are_whole_pair_branches_per_citable_event():
     inputs = episode([ev(3, "I moved to Lisbon. It rains, sadly."), ev(7, "ok"), ev(9, ""),
                       ev(12, "Ana — my sister — lives in Porto.", trusted=False, role="tool")],
                      facts=["F1", "F2"])
     schema = build_schema("extract", inputs, budget_tokens=None)
-    claim = schema["properties"]["claims"]["items"]
-    assert list(claim["properties"]) == key_order("extract")["claim"]
-    branches = claim["properties"]["quotes"]["items"]["anyOf"]
-    assert [b["properties"]["event"] for b in branches] == [{"const": 3}, {"const": 12}]
+    assert key_order("extract")["claim"] == list(CLAIM_FIELDS)
+    items = claim_items(schema)
+    branches = items["quotes"]["items"]["anyOf"]
+    assert [b["prefixItems"][1] for b in branches] == [{"const": 3}, {"const": 12}]
     for branch, text in zip(branches, [inputs["events"][0]["text"], inputs["events"][3]["text"]],
                             strict=True):
-        assert branch["required"] == ["quote", "event"] and branch["additionalProperties"] is False
-        # the words first, then the event: the grammar leaves only the events holding them
-        assert list(branch["properties"]) == ["quote", "event"]
-        assert branch["properties"]["quote"]["enum"] == candidate_spans(text)
-    assert claim["properties"]["supersedes"]["items"] == {"enum": ["F1", "F2"]}
-    assert claim["properties"]["supersedes"]["maxItems"] == 2
+        # a whole [span, event] pair: the words first, then the event, so the grammar leaves
+        # only the events holding them
+        assert branch["type"] == "array" and branch["items"] is False
+        assert branch["minItems"] == branch["maxItems"] == 2
+        assert branch["prefixItems"][0]["enum"] == candidate_spans(text)
+    assert items["supersedes"]["items"] == {"enum": ["F1", "F2"]}
+    assert items["supersedes"]["maxItems"] == 2
     assert schema["properties"]["claims"]["maxItems"] == 12
 
 
@@ -74,24 +87,61 @@ def test_extract_without_citable_events_allows_only_no_claims():
     schema = build_schema("extract", episode([ev(0, "ok"), ev(1, "")]))
     assert schema["properties"]["claims"]["maxItems"] == 0
     m = Matcher(schema_to_gbnf(schema))
-    assert m.accepts('{"claims": []}')
-    assert not m.accepts('{"claims": [{}]}')
+    assert m.accepts('{"claims":[]}')
+    assert not m.accepts('{"claims":[[]]}')
+    assert not m.accepts('{"claims":[{}]}')
 
 
 def test_extract_without_existing_facts_cannot_supersede():
     schema = build_schema("extract", episode([ev(0, "I moved to Lisbon.")]))
-    assert schema["properties"]["claims"]["items"]["properties"]["supersedes"]["maxItems"] == 0
+    assert claim_items(schema)["supersedes"]["maxItems"] == 0
 
 
 def test_time_expressions_are_detected_resolvable_choices_or_null():
     inputs = episode([ev(0, "We meet next Friday at 3pm, or soon."),
                       ev(1, "I moved in 2021. We meet next Friday at 3pm.")])
     assert time_expressions(inputs["events"]) == ["next Friday at 3pm", "in 2021"]
-    prop = build_schema("extract", inputs)["properties"]["claims"]["items"]["properties"]
-    assert prop["time_expression"] == {"enum": ["next Friday at 3pm", "in 2021", None]}
+    items = claim_items(build_schema("extract", inputs))
+    assert items["time_expression"] == {"enum": ["next Friday at 3pm", "in 2021", None]}
     none = build_schema("extract", episode([ev(0, "I like tea.")]))
-    assert none["properties"]["claims"]["items"]["properties"]["time_expression"] == \
-        {"enum": [None]}
+    assert claim_items(none)["time_expression"] == {"enum": [None]}
+
+
+def test_the_predicate_is_an_enum_of_the_request_vocabulary():
+    events = [ev(0, "I moved to Lisbon.")]
+    default = claim_items(build_schema("extract", episode(events, facts=["F1"])))
+    assert default["predicate"] == {"enum": list(PREDICATES)}
+    # the existing facts' predicates join the default vocabulary (once, in first-seen order)
+    inputs = episode(events, facts=["F1", "F2", "F3"])
+    inputs["existing_facts"][0]["predicate"] = "owns_boat"
+    inputs["existing_facts"][1]["predicate"] = "lives_in"  # already in PREDICATES
+    inputs["existing_facts"][2]["predicate"] = "owns_boat"
+    joined = claim_items(build_schema("extract", inputs))
+    assert joined["predicate"] == {"enum": [*PREDICATES, "owns_boat"]}
+    # the episode's own vocabulary replaces both (a fact's predicate does not join it)
+    own = claim_items(build_schema("extract", {**inputs, "predicates": ["works_at", "lives_in"]}))
+    assert own["predicate"] == {"enum": ["works_at", "lives_in"]}
+    # the grammar offers exactly those
+    m = Matcher(schema_to_gbnf(build_schema("extract", {**episode(events), "predicates": [
+        "works_at", "lives_in"]})))
+    assert m.accepts('{"claims":[[[["I moved to Lisbon.",0]],"the user","person","lives_in",'
+                     '"Lisbon","fact",null,[]]]}')
+    assert not m.accepts('{"claims":[[[["I moved to Lisbon.",0]],"the user","person",'
+                         '"resides_in","Lisbon","fact",null,[]]]}')
+
+
+@pytest.mark.parametrize("predicates,needle", [
+    ([], "predicates is empty (leave it out to use the default vocabulary)"),
+    (["lives_in", "works_at", "lives_in"], "predicates lists lives_in twice"),
+    (["b_x", "a_y", "b_x", "a_y"], "predicates lists a_y, b_x twice"),
+])
+def test_an_empty_or_repeated_predicate_vocabulary_is_refused(predicates, needle):
+    inputs = {**episode([ev(0, "I moved to Lisbon.")]), "predicates": predicates}
+    for check in (lambda: check_inputs("extract", inputs),
+                  lambda: build_schema("extract", inputs)):
+        with pytest.raises(InputError) as info:
+            check()
+        assert str(info.value) == f"extract inputs: {needle}"
 
 
 def test_duplicate_or_invalid_inputs_are_refused():
@@ -150,7 +200,8 @@ def test_dynamic_answers_are_valid_under_the_static_wire_schema(task):
     when at least minItems distinct ids remain."""
 
     @SETTINGS
-    @given(data=st.data(), inputs=INPUTS[task](), budget=st.sampled_from([None, -1, 200]))
+    @given(data=st.data(), inputs=VOCAB_INPUTS[task](),
+           budget=st.sampled_from([None, -1, 200]))
     def check(data, inputs, budget):
         schema = build_schema(task, inputs, budget_tokens=budget)
         answer = data.draw(answers(schema))
@@ -175,7 +226,7 @@ def test_static_schemas_unchanged_by_building():
 @pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])
 def test_worst_case_chars_bounds_every_answer(task):
     @SETTINGS
-    @given(data=st.data(), inputs=INPUTS[task]())
+    @given(data=st.data(), inputs=VOCAB_INPUTS[task]())
     def check(data, inputs):
         schema = build_schema(task, inputs, budget_tokens=200)
         answer = data.draw(answers(schema))
@@ -212,7 +263,8 @@ def test_max_tokens_counts_free_text_one_token_per_character():
     schema = build_schema("reflect", {"question": "q", "asked_at": "2025-01-01T00:00:00Z",
                                       "evidence": []}, budget_tokens=None)
     # {"answer": "<300 free>", "citations": [], "insufficient_evidence": true}
-    text = json.dumps({"answer": "", "citations": [], "insufficient_evidence": True})
+    text = json.dumps({"answer": "", "citations": [], "insufficient_evidence": True},
+                      separators=SEPARATORS)
     assert worst_case_chars(schema) == len(text) + 300
     assert max_tokens_for(schema) == 300 + math.ceil(len(text) / CHARS_PER_TOKEN) + TOKEN_MARGIN
     assert max_tokens_for(schema, context_left=10) == 10

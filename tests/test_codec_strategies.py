@@ -4,12 +4,15 @@ the strategies generate what they claim."""
 
 from __future__ import annotations
 
+import json
 import string
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memworker.contracts import validate_input
+from memworker.wire import CLAIM_FIELDS
 
 # --- inputs ---------------------------------------------------------------------------------------
 
@@ -37,6 +40,8 @@ FRAGMENTS = [
 ROLES = ["user", "assistant", "tool"]
 STAMPS = ["2025-10-08T09:12:00+02:00", "2025-03-14T18:00:05Z", "2025-06-01T23:30:00-05:00",
           "2024-02-29T08:00+00:00"]
+#: an episode's own vocabulary (`predicates`) is drawn from these
+PREDICATE_CHOICES = ["lives_in", "works_at", "owns_boat", "has_appointment"]
 IDS = ["F1", "F2", "F3", "k_9", "Fact-10", "E1", "E2", "Q"]
 
 
@@ -47,7 +52,10 @@ def event_text(draw) -> str:
 
 
 @st.composite
-def episodes(draw, max_events: int = 4) -> dict:
+def episodes(draw, max_events: int = 4, vocabulary: bool = False) -> dict:
+    """Extract inputs; with `vocabulary`, sometimes the optional predicate fields too (the
+    episode's `predicates`, an existing fact's `predicate`): opt-in, since the prompt does not
+    render them (a rendered request parses back without them)."""
     n = draw(st.integers(0, max_events))
     indices = draw(st.lists(st.integers(0, 199), min_size=n, max_size=n, unique=True))
     events = []
@@ -57,10 +65,19 @@ def episodes(draw, max_events: int = 4) -> dict:
                        "text": draw(event_text()),
                        "trusted": False if role == "tool" else draw(st.booleans())})
     fact_ids = draw(st.lists(st.sampled_from(IDS), max_size=3, unique=True))
-    facts = [{"id": f, "statement": f"Fact {f} about the user.",
-              "valid_from": draw(st.sampled_from([None, "2024", "2024-05", "2024-05-06"]))}
-             for f in fact_ids]
+    facts = []
+    for f in fact_ids:
+        fact = {"id": f, "statement": f"Fact {f} about the user.",
+                "valid_from": draw(st.sampled_from([None, "2024", "2024-05", "2024-05-06"]))}
+        predicate = draw(st.sampled_from([None, None, "lives_in", "owns_boat"])) \
+            if vocabulary else None
+        if predicate is not None:  # optional: joins the default vocabulary
+            fact["predicate"] = predicate
+        facts.append(fact)
     doc = {"episode_id": "ep", "events": events, "existing_facts": facts}
+    if vocabulary and draw(st.integers(0, 3)) == 0:  # optional: the request's own vocabulary
+        doc["predicates"] = draw(st.lists(st.sampled_from(PREDICATE_CHOICES), min_size=1,
+                                          max_size=3, unique=True))
     validate_input("extract", doc)
     return doc
 
@@ -120,6 +137,10 @@ def _typed(t: str, schema: dict):
                 lambda s: lo <= len(s) <= hi and "\n" not in s)
         return st.text(FREE_CHARS, min_size=lo, max_size=hi)
     if t == "array":
+        if "prefixItems" in schema:  # a fixed-order array (an extract claim, a quote pair)
+            assert schema.get("items") is False and schema.get("minItems") == len(
+                schema["prefixItems"]), "only closed fixed-length arrays are generated"
+            return st.tuples(*[answers(s) for s in schema["prefixItems"]]).map(list)
         hi = schema["maxItems"]
         if hi == 0:
             return st.just([])
@@ -131,11 +152,27 @@ def _typed(t: str, schema: dict):
 ASCII_WORDS = st.text(string.ascii_letters + " ", min_size=1, max_size=40)
 
 
+# --- wire v3 claims from keyword arguments --------------------------------------------------------
+
+def make_claim(defaults: dict[str, Any], **over: Any) -> list[Any]:
+    """A wire v3 extract claim as the model writes it: the fixed-order array of
+    `memworker.wire.CLAIM_FIELDS`, each field taken from `over` else `defaults` (keyword
+    arguments named after those fields; quotes as [span, event index] pairs). A name that is not
+    a wire field (a v2 `statement`, `confidence`, `correction`) is refused."""
+    unknown = sorted(set(over) - set(CLAIM_FIELDS))
+    if unknown:
+        raise TypeError(f"not wire v3 claim fields: {unknown} (fields: {CLAIM_FIELDS})")
+    fields = {**defaults, **over}
+    return [json.loads(json.dumps(fields[f])) for f in CLAIM_FIELDS]
+
+
 # --- self-checks of the strategies ----------------------------------------------------------------
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ep=episodes(), facts=fact_sets(), q=questions())
-def test_input_strategies_produce_contract_valid_inputs(ep, facts, q):
+@given(ep=episodes(), vep=episodes(vocabulary=True), facts=fact_sets(), q=questions())
+def test_input_strategies_produce_contract_valid_inputs(ep, vep, facts, q):
     validate_input("extract", ep)
+    validate_input("extract", vep)
+    assert "predicates" not in ep and not any("predicate" in f for f in ep["existing_facts"])
     validate_input("consolidate", facts)
     validate_input("reflect", q)
