@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memworker import contracts
+from memworker import contracts, ontology
 from memworker.corpus import audit_row
 from memworker.inference import codec
 from memworker.inference.backends import ReplayBackend
 from memworker.inference.cli import RequestError, load_request, main
 from memworker.inference.hmem import MemWorkerBackend
-from memworker.inference.schema import InputError, check_inputs
+from memworker.inference.schema import InputError, build_schema, check_inputs
 from memworker.temporal import parse_timestamp
 from tests.helpers import replaced
 from tests.test_codec_strategies import INPUTS
@@ -124,6 +124,59 @@ def test_the_store_backend_uses_the_same_validator(value, needle):
         parse_timestamp(value, "x")
 
 
+# --- the predicate vocabulary (wire v3): the episode's optional predicates, facts' predicate -----
+
+def _predicate_enum(inputs):
+    return build_schema("extract", inputs)["properties"]["claims"]["items"]["prefixItems"][3]
+
+
+@pytest.mark.parametrize("predicates,needle", [
+    ([], "extract inputs: predicates is empty (leave it out to use the default vocabulary)"),
+    (["lives_in", "works_at", "lives_in"], "extract inputs: predicates lists lives_in twice"),
+    (["b", "a", "b", "a"], "extract inputs: predicates lists a, b twice"),
+    (["Lives_in"], "predicates/0: 'Lives_in' does not match"),
+    (["lives in"], "predicates/0: 'lives in' does not match"),
+    ("lives_in", "predicates: 'lives_in' is not of type 'array'"),
+])
+def test_the_episode_predicates_are_non_empty_and_unique(predicates, needle):
+    bad = {**EP, "predicates": predicates}
+    with pytest.raises(InputError, match=re.escape(needle)):
+        check_inputs("extract", bad)
+    backend = ReplayBackend(['{"claims":[]}'])
+    with pytest.raises(InputError):
+        codec.run(backend, "extract", bad)
+    assert backend.calls == []
+    row = {"id": "r", "family": "f", "split": "train", "task": "extract", "input": bad,
+           "gold": {"claims": []}}
+    assert [v.code for v in audit_row(row)] == ["schema_input"]
+
+
+def test_the_episode_predicates_are_the_vocabulary():
+    own = {**EP, "predicates": ["works_at", "owns_boat"]}
+    check_inputs("extract", own)
+    assert ontology.vocabulary(own) == ["works_at", "owns_boat"]
+    assert _predicate_enum(own) == {"enum": ["works_at", "owns_boat"]}
+    # without them: the default vocabulary, the facts' own predicates added once, in order
+    assert ontology.vocabulary(EP) == list(ontology.PREDICATES)
+    facts = replaced(EP, ("existing_facts",), [
+        {**EP["existing_facts"][0], "predicate": "owns_boat"},
+        {"id": "F2", "statement": "x", "valid_from": None, "predicate": "lives_in"},
+        {"id": "F3", "statement": "y", "valid_from": None, "predicate": "owns_boat"},
+        {"id": "F4", "statement": "z", "valid_from": None}])
+    check_inputs("extract", facts)
+    assert ontology.vocabulary(facts) == [*ontology.PREDICATES, "owns_boat"]
+    assert _predicate_enum(facts) == {"enum": [*ontology.PREDICATES, "owns_boat"]}
+    # the episode's own list wins over the facts' predicates
+    assert ontology.vocabulary({**facts, "predicates": ["works_at"]}) == ["works_at"]
+
+
+@pytest.mark.parametrize("predicate", ["Lives_in", "lives in", "", "9lives", "x" * 49, 3])
+def test_an_existing_fact_predicate_is_well_formed(predicate):
+    check_inputs("extract", replaced(EP, ("existing_facts", 0, "predicate"), "lives_in"))
+    with pytest.raises(InputError, match="existing_facts/0/predicate"):
+        check_inputs("extract", replaced(EP, ("existing_facts", 0, "predicate"), predicate))
+
+
 def test_run_py_says_when_the_prompt_file_is_malformed_json(tmp_path, capsys):
     with pytest.raises(RequestError, match="malformed JSON: Expecting ',' delimiter at line 1"):
         load_request('{"task": "extract" "inputs": {}}')
@@ -167,7 +220,12 @@ def invalid_requests(draw):
     """(task, inputs) violating the input contract in one random way."""
     task = draw(st.sampled_from(["extract", "consolidate", "reflect"]))
     inputs = draw(INPUTS[task]())
-    kind = draw(st.sampled_from(["timestamp", "missing", "extra", "type", "duplicate"]))
+    kind = draw(st.sampled_from(["timestamp", "missing", "extra", "type", "duplicate",
+                                 "predicates"]))
+    if kind == "predicates" and task == "extract":
+        vocabulary = draw(st.lists(st.sampled_from(["lives_in", "works_at"]), max_size=2))
+        inputs["predicates"] = vocabulary + vocabulary[:1]  # empty, or a predicate twice
+        return task, inputs
     if kind == "timestamp" and task != "consolidate":
         stamps = [p for p, _ in contracts.TIMESTAMP_FIELDS[contracts.TASK_SCHEMAS[task][0]]]
         items = [(("asked_at",), inputs)] if task == "reflect" else []
@@ -187,12 +245,13 @@ def invalid_requests(draw):
     if kind == "extra":
         inputs[draw(st.sampled_from(["note", "Question", "x"]))] = 1
         return task, inputs
-    key = draw(st.sampled_from(sorted(inputs)))
     if kind == "type":
+        key = draw(st.sampled_from(sorted(inputs)))
         inputs[key] = draw(st.sampled_from([None, 3, [], "x", {}]).filter(
             lambda v, old=inputs[key]: type(v) is not type(old)))
-    else:
-        del inputs[key]
+    else:  # a required key: the optional predicates may be left out
+        required = contracts.load_schema(contracts.TASK_SCHEMAS[task][0])["required"]
+        del inputs[draw(st.sampled_from(sorted(required)))]
     return task, inputs
 
 
