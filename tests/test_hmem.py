@@ -17,6 +17,7 @@ from memworker.inference.codec import CodecError, prepare
 from memworker.inference.hmem import MemWorkerBackend, category, importance
 from memworker.inference.schema import InputError
 from memworker.wire import dump_answer
+from tests.test_wire import wire_claim
 
 MESSAGES = [
     {"role": "system", "content": "You are helpful."},
@@ -28,14 +29,10 @@ MESSAGES = [
 EXISTING = [{"id": "F1", "text": "The user lives in Berlin.", "valid_from": "2023-04"}]
 
 
-def wire_claim(**over):
-    claim = {"quotes": [{"event": 0, "quote": "I moved to Lisbon last month."}],
-             "subject": {"name": "the user", "type": "person"}, "predicate": "lives_in",
-             "value": "Lisbon", "statement": "The user lives in Lisbon.", "kind": "fact",
-             "time_expression": "last month", "correction": True, "supersedes": ["F1"],
-             "confidence": "high"}
-    claim.update(over)
-    return claim
+def moved(**over):
+    """The wire v3 claim "the user lives in Lisbon" of MESSAGES' first event, superseding F1."""
+    return wire_claim(**{"quotes": [("I moved to Lisbon last month.", 0)],
+                         "time_expression": "last month", "supersedes": ["F1"], **over})
 
 
 def worker_with(*outputs):
@@ -57,16 +54,15 @@ def test_episode_mapping():
 
 def test_extract_candidates():
     raw = dump_answer("extract", {"claims": [
-        wire_claim(),
-        wire_claim(quotes=[{"event": 1, "quote": "Calendar: dentist next Friday at 3pm."},
-                           {"event": 2, "quote": "Thanks, keep the dentist on Friday."}],
-                   subject={"name": "dentist appointment", "type": "event"},
-                   predicate="scheduled_for", value="dentist", statement="Dentist next Friday.",
-                   kind="plan", time_expression="next Friday at 3pm", correction=False,
-                   supersedes=[], confidence="medium")]})
+        moved(),
+        moved(quotes=[("Calendar: dentist next Friday at 3pm.", 1),
+                      ("Thanks, keep the dentist on Friday.", 2)],
+              name="the user", type="person", predicate="has_appointment", value="dentist",
+              kind="plan", time_expression="next Friday at 3pm", supersedes=[])]})
     worker = worker_with(raw)
-    moved, dentist = worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z")
-    assert moved == {
+    lisbon, dentist = worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z")
+    # text, confidence and is_correction are derived by the codec (the model wrote none of them)
+    assert lisbon == {
         "text": "The user lives in Lisbon.", "category": "semantic", "importance": 8,
         "event_date": "2025-09", "date_precision": "month",
         "entities": [{"name": "the user", "type": "person"}],
@@ -74,10 +70,22 @@ def test_extract_candidates():
         "source_ids": ["m1"], "kind": "fact", "predicate": "lives_in", "value": "Lisbon",
         "quotes": ["I moved to Lisbon last month."], "confidence": 0.9, "is_correction": True,
         "time_expression": "last month"}
+    assert dentist["text"] == "The user plans: has appointment dentist."
+    assert dentist["confidence"] == 0.65 and dentist["is_correction"] is False
     assert dentist["category"] == "episodic" and dentist["importance"] == 6
     assert dentist["event_date"] == "2025-10-10T15:00:00+00:00"
     assert dentist["source_ids"] == ["m2", 3] and dentist["supersedes"] == []
     assert worker.last is not None and worker.last.task == "extract"
+
+
+def test_a_predicate_outside_the_vocabulary_is_dropped_not_stored():
+    """The grammar keeps the predicate inside the request's vocabulary; an answer that was not
+    constrained (a replayed text here) loses such a claim, and the drop is reported."""
+    raw = dump_answer("extract", {"claims": [moved(), moved(predicate="scheduled_for")]})
+    worker = worker_with(raw)
+    (kept,) = worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z")
+    assert kept["predicate"] == "lives_in"
+    assert [f.code for f in worker.last.dropped] == ["unknown_predicate"]
 
 
 def test_category_and_importance_rules():
