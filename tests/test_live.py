@@ -31,6 +31,7 @@ from memworker.inference.codec import (
 )
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.wire import dump_answer
+from tests.test_wire import wire_claim
 
 S1 = [{"role": "user", "content": "I live in Porto."}]
 S2 = [{"role": "user", "content": "I moved to Lisbon last month."}]
@@ -39,11 +40,10 @@ SECRET = "sk-test-4eC39HqLyjWDarjtT1zdp7dc"
 
 
 def claim(quote, value, *, supersedes=(), expr=None, predicate="lives_in"):
-    return {"quotes": [{"event": 0, "quote": quote}],
-            "subject": {"name": "the user", "type": "person"}, "predicate": predicate,
-            "value": value, "statement": f"The user lives in {value}.", "kind": "fact",
-            "time_expression": expr, "correction": bool(supersedes),
-            "supersedes": list(supersedes), "confidence": "high"}
+    """A wire v3 claim about the user quoting event 0 (the codec renders its statement, e.g.
+    "The user lives in Porto.")."""
+    return wire_claim(quotes=[(quote, 0)], value=value, predicate=predicate,
+                      time_expression=expr, supersedes=list(supersedes))
 
 
 def extract_text(*claims):
@@ -156,6 +156,9 @@ def test_consolidate_and_reflect_errors_roll_back(tmp_path):
     for sid, msgs, at in (("s1", S1, T1), ("s2", chess, T2)):
         store.add_episode(sid, msgs, at)
         store.extract(sid, msgs, at)
+    # the statements the codec rendered from each claim's predicate and value
+    assert [m["text"] for m in store.memories()] == ["The user lives in Porto.",
+                                                     "The user plays chess."]
     before = snapshot(store)
     with pytest.raises(OutputValidationError, match="two different facts"):
         store.consolidate(T2)
