@@ -239,7 +239,10 @@ def _dedupe(values: list[str], where: str, diagnostics: list[str]) -> list[str]:
 
 # --- extract --------------------------------------------------------------------------------------
 
-def _canonical_to_wire(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
+def _canonical_to_wire(doc: dict[str, Any]
+                       ) -> tuple[dict[str, Any], list[tuple[Any, Any]], list[str]]:
+    """A canonical-form answer (a teacher's) -> (wire answer, its dates, its statements): the
+    statements are judged by the same rules and kept, as the audit judges the gold's."""
     problems = contracts.errors("extract_output", doc)
     if problems:
         raise _invalid(["canonical-form answer: " + p for p in problems])
@@ -247,24 +250,29 @@ def _canonical_to_wire(doc: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[
     if shape:
         raise _invalid(shape)
     given = [(c["date"], c["date_precision"]) for c in doc["claims"]]
-    return {"claims": [wire.pack_claim(wire.claim_to_wire(c)) for c in doc["claims"]]}, given
+    return ({"claims": [wire.pack_claim(wire.claim_to_wire(c)) for c in doc["claims"]]}, given,
+            [c["statement"] for c in doc["claims"]])
 
 
 def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
              diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
     given: list[tuple[Any, Any]] | None = None
+    statements: list[str] | None = None
     claims_in = doc.get("claims")
     if isinstance(claims_in, list) and any(isinstance(c, dict) and "source_indices" in c
                                            for c in claims_in):
-        doc, given = _canonical_to_wire(doc)
+        doc, given, statements = _canonical_to_wire(doc)
         diags.append("answer was in canonical form; converted to wire form")
     problems = contracts.errors("extract_wire", doc)
     if problems:
         raise _invalid(problems)
     records = wire.claim_records(doc)
+    for record, statement in zip(records, statements or [], strict=False):
+        record["statement"] = statement  # a canonical answer's own statement, judged and kept
     kept: list[tuple[int, dict[str, Any]]] = []
     errors: list[Finding] = []
-    for (n, record), found in zip(enumerate(records), verify.extract_findings(doc, inputs),
+    for (n, record), found in zip(enumerate(records),
+                                  verify.extract_findings({"claims": records}, inputs),
                                   strict=True):
         drop = next((f for f in found if f.drops_claim), None)
         if drop is not None:
