@@ -70,7 +70,7 @@ def test_extract_candidates():
         "source_ids": ["m1"], "kind": "fact", "predicate": "lives_in", "value": "Lisbon",
         "quotes": ["I moved to Lisbon last month."], "confidence": 0.9, "is_correction": True,
         "time_expression": "last month"}
-    assert dentist["text"] == "The user plans: has appointment dentist."
+    assert dentist["text"] == "The user has appointment dentist (planned)."
     assert dentist["confidence"] == 0.65 and dentist["is_correction"] is False
     assert dentist["category"] == "episodic" and dentist["importance"] == 6
     assert dentist["event_date"] == "2025-10-10T15:00:00+00:00"
@@ -86,6 +86,26 @@ def test_a_predicate_outside_the_vocabulary_is_dropped_not_stored():
     (kept,) = worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z")
     assert kept["predicate"] == "lives_in"
     assert [f.code for f in worker.last.dropped] == ["unknown_predicate"]
+
+
+def test_the_store_vocabulary_reaches_the_request():
+    """A store's own predicates replace the default vocabulary; an existing fact's predicate
+    joins the default one; both are what the request's schema offers and the codec keeps."""
+    worker = worker_with()
+    facts = [{**EXISTING[0], "predicate": "home_city"}]
+    episode, _ = worker.episode(MESSAGES, facts, observed_at="2025-10-08T10:00:00Z")
+    assert episode["existing_facts"][0]["predicate"] == "home_city"
+    assert "home_city" in prepare("extract", episode).schema["properties"]["claims"]["items"][
+        "prefixItems"][3]["enum"]
+    raw = dump_answer("extract", {"claims": [moved(predicate="home_city")]})
+    (kept,) = worker_with(raw).extract(MESSAGES, facts, observed_at="2025-10-08T10:00:00Z")
+    assert kept["predicate"] == "home_city"
+    own = worker_with(raw)
+    assert own.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z",
+                       predicates=["lives_in"]) == []
+    assert [f.code for f in own.last.dropped] == ["unknown_predicate"]
+    with pytest.raises(InputError, match="predicates is empty"):
+        worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z", predicates=[])
 
 
 def test_category_and_importance_rules():

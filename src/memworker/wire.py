@@ -216,25 +216,27 @@ def _phrase(predicate: str) -> str:
 
 
 def render_statement(record: dict[str, Any]) -> str:
-    """The statement the codec writes for a claim record: its subject, predicate (as words),
-    value and kind, deterministic ("The user lives in Lisbon.", "Maya (the user's sister) plans:
-    visits Porto.", "The user no longer plays guitar.", "Reportedly (not confirmed), Callum leads
-    team data.")."""
+    """The statement the codec writes for a claim record: one sentence from its subject,
+    predicate (as words) and value, and a qualifier for the kinds that carry meaning ("The user
+    lives in Lisbon.", "Maya (the user's sister) visits Porto (planned).", "Callum leads team
+    data (reported, not confirmed).", "The user no longer plays guitar.", a retraction without a
+    value: "The user plays: no longer true (retracts F1)."). Deterministic; the canonical claim
+    keeps the quotes, so the words the fact came from are never lost."""
     name = record["subject"]["name"].strip()
     subject = name[:1].upper() + name[1:]
-    value = record["value"]
+    value = (record["value"] or "").strip().rstrip(".")
     phrase = _phrase(record["predicate"])
-    body = f"{phrase} {value}".strip() if value else phrase
     kind = record["kind"]
     if kind == "retraction":
-        text = f"{subject} no longer {body}"
-    elif kind == "plan" and not record["predicate"].startswith("plan"):
-        text = f"{subject} plans: {body}"
-    elif kind == "belief":
-        text = f"Reportedly (not confirmed), {name} {body}"
-    else:
-        text = f"{subject} {body}"
-    return text.rstrip(".") + "."
+        if value:
+            return f"{subject} no longer {phrase} {value}."
+        retracts = ", ".join(record["supersedes"]) or "an earlier fact"
+        return f"{subject} {phrase}: no longer true (retracts {retracts})."
+    body = f"{subject} {phrase} {value}" if value else f"{subject} {phrase}: unspecified"
+    qualifier = {"plan": " (planned)", "belief": " (reported, not confirmed)"}.get(kind, "")
+    if kind == "plan" and record["predicate"].startswith("plan"):
+        qualifier = ""
+    return f"{body}{qualifier}."
 
 
 #: canonical fields the wire does not carry: the codec renders the statement and sets the

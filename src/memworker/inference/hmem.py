@@ -129,12 +129,15 @@ class MemWorkerBackend:
     # --- extract --------------------------------------------------------------------------------
     def episode(self, messages: Iterable[Mapping[str, Any]], existing: Iterable[Mapping[str, Any]]
                 = (), observed_at: str | datetime | None = None,
-                episode_id: str = "hmem") -> tuple[dict[str, Any], dict[int, Any]]:
+                episode_id: str = "hmem", predicates: Iterable[str] | None = None
+                ) -> tuple[dict[str, Any], dict[int, Any]]:
         """(episode input, {event index: source id}) for hmem messages and existing facts.
 
         A message: {"role": user|assistant|tool, "content" (or "text"), optional "timestamp",
         "trusted" (default: role != tool), "id"}; "system" messages are skipped. An existing fact:
-        {"id", "text" (or "statement"), optional "valid_from"}."""
+        {"id", "text" (or "statement"), optional "valid_from", optional "predicate" (joins the
+        default predicate vocabulary)}. `predicates`: the store's own vocabulary, which replaces
+        the default (`memworker.ontology.vocabulary`)."""
         default_ts = _timestamp(observed_at, "observed_at") if observed_at is not None else None
         events, sources = [], {}
         for n, msg in enumerate(messages):
@@ -163,13 +166,21 @@ class MemWorkerBackend:
                 raise InputError(f"existing fact {n}: needs 'id' and 'text'")
             facts.append({"id": fact["id"], "statement": statement,
                           "valid_from": fact.get("valid_from")})
-        return {"episode_id": episode_id, "events": events, "existing_facts": facts}, sources
+            if fact.get("predicate") is not None:
+                facts[-1]["predicate"] = fact["predicate"]
+        inputs = {"episode_id": episode_id, "events": events, "existing_facts": facts}
+        if predicates is not None:
+            inputs["predicates"] = list(predicates)
+        return inputs, sources
 
     def extract(self, messages: Iterable[Mapping[str, Any]],
                 existing: Iterable[Mapping[str, Any]] = (),
-                observed_at: str | datetime | None = None) -> list[dict[str, Any]]:
-        """Candidate facts from a window of conversation messages (at most 40)."""
-        inputs, sources = self.episode(messages, existing, observed_at)
+                observed_at: str | datetime | None = None,
+                predicates: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Candidate facts from a window of conversation messages (at most 40); `predicates`:
+        the store's predicate vocabulary (default: the corpus ontology plus the existing facts'
+        predicates)."""
+        inputs, sources = self.episode(messages, existing, observed_at, predicates=predicates)
         result = self._run("extract", inputs)
         return [self.claim_candidate(c, sources) for c in result.output["claims"]]
 
