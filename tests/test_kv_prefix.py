@@ -182,8 +182,8 @@ def test_cache_reuses_only_what_a_changed_prefix_still_shares(backends):
     texts(cached, extract[:2])          # learns system + extract instructions
     assert len(cache.entries) == 1
     key = cache.entries[0].key
-    changed_late = _edit(extract[2].messages, "user", '- Nothing durable: {"claims": []} is fine.',
-                         '- Nothing durable: {"claims": []} is good.')
+    changed_late = _edit(extract[2].messages, "user", '- Nothing durable: {"claims":[]} is fine.',
+                         '- Nothing durable: {"claims":[]} is good.')
     changed_system = _edit(extract[2].messages, "system", "You are mem-worker",
                            "You are the memory worker")
     for messages in (changed_late, changed_system):

@@ -76,6 +76,8 @@ def test_answer_lengths(tiny, tmp_path, capsys):
     assert found["extract"]["rows"] == len(extract)
     assert found["extract"]["max"] == extract[-1]
     assert found["extract"]["over_cap"] == sum(n > 20 for n in extract)
+    assert found["extract"]["tokens"] == sum(extract)
+    assert abs(sum(f["share"] for f in found.values()) - 1) < 1e-3
     assert f"train extract: {len(extract)} rows" in capsys.readouterr().out
     assert D.main(["--lengths", "--base", str(base), "--corpus", str(corpus),
                    "--split", "test"]) == 2

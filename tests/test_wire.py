@@ -272,3 +272,10 @@ def test_field_starts_refuses_a_text_dump_answer_did_not_write(text):
     # the same value as dump_answer writes it is accepted
     value = json.loads(text)
     wire.field_starts(wire.dump_answer(wire.task_of_answer(value), value))
+
+
+def test_order_answer_refuses_an_answer_without_its_list():
+    with pytest.raises(ValueError, match="lacks"):
+        wire.order_answer("extract", {})
+    with pytest.raises(ValueError, match="lacks"):
+        wire.order_answer("consolidate", {})

@@ -129,6 +129,9 @@ def order_answer(task: str, wire: dict[str, Any]) -> dict[str, Any]:
     array or as a record); raises ValueError on unknown keys or a claim of the wrong shape."""
     order = key_order(task)
     top = _ordered(wire, order[""])
+    missing = sorted(set(order[""]) - set(top)) if task != "reflect" else []
+    if missing:
+        raise ValueError(f"wire answer lacks {missing}")
     if task == "extract":
         top["claims"] = [pack_claim(_record(c)) for c in wire["claims"]]
     elif task == "consolidate":

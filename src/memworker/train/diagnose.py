@@ -12,8 +12,10 @@ claims a low one, rows without a high one; a model that does not gives every row
     python train/diagnose.py --base smollm2-135m --corpus data/corpus --split val --rows 40
 
 `--lengths` prints instead how long the gold answers of the split are in the base's tokens, per
-task (median, 90th percentile, longest, how many exceed --cap): the evaluation's max-tokens cap
-must leave room for them.
+task (median, 90th percentile, longest, how many exceed --cap; the evaluation's max-tokens cap
+must leave room for them) and each task's share of the split's answer tokens (with
+`--loss-scale epoch` every answer token weighs the same, so that is the task's share of the
+gradient before decision weights).
 
     python train/diagnose.py --lengths --base smollm2-135m --split train --rows 0 --cap 512
 
@@ -120,10 +122,12 @@ def answer_lengths(tokenizer: Any, rows: list[dict[str, Any]], cap: int) -> dict
         by_task.setdefault(row["task"], []).append(
             len(tokenizer(answer, add_special_tokens=False)["input_ids"]))
     out = {}
+    total = sum(sum(ns) for ns in by_task.values())
     for task, ns in sorted(by_task.items()):
         ns.sort()
         out[task] = {"rows": len(ns), "median": ns[len(ns) // 2], "p90": ns[int(len(ns) * 0.9)],
-                     "max": ns[-1], "over_cap": sum(n > cap for n in ns)}
+                     "max": ns[-1], "over_cap": sum(n > cap for n in ns), "tokens": sum(ns),
+                     "share": round(sum(ns) / total, 4) if total else None}
     return out
 
 
@@ -288,7 +292,9 @@ def _lengths(args: argparse.Namespace) -> int:
     found = answer_lengths(AutoTokenizer.from_pretrained(prepared.path), rows, args.cap)
     for task, f in found.items():
         print(f"{args.split} {task}: {f['rows']} rows, gold answer tokens median {f['median']}, "
-              f"p90 {f['p90']}, max {f['max']}; {f['over_cap']} over {args.cap}")
+              f"p90 {f['p90']}, max {f['max']}; {f['over_cap']} over {args.cap}; "
+              f"{f['tokens']} answer tokens in all, {f['share']:.1%} of the split's (the share "
+              "of the gradient under --loss-scale epoch, before decision weights)")
     if args.json:
         Path(args.json).write_text(json.dumps(found, indent=1) + "\n", "utf-8")
     return 0
