@@ -15,6 +15,11 @@ def norm(text: str | None) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text).split())
 
 
+def bare_name(name: str) -> str:
+    """A subject name without its parenthesised relation ("Uma (the user's client)" -> "Uma")."""
+    return name.split(" (", 1)[0]
+
+
 def mentions(text: str, phrase: str) -> bool:
     """Whole-word, case-insensitive occurrence of `phrase` in `text` ("npm" not in "pnpm")."""
     if not phrase:

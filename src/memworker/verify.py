@@ -40,7 +40,7 @@ from memworker import temporal, wire
 from memworker.ontology import vocabulary
 from memworker.safety import contains_credential, is_memory_control
 from memworker.spans import candidate_spans
-from memworker.textnorm import norm
+from memworker.textnorm import bare_name, norm
 
 #: every code a finding can carry (each is also an audit violation code)
 CODES = (
@@ -257,7 +257,7 @@ def claim_key(claim: dict[str, Any]) -> tuple[str, str, str | None, str]:
     """What makes two claims the same: the subject without its parenthesised relation, the
     predicate, the value and the kind (names and values normalised as the grader does). The
     same for a wire and a canonical claim."""
-    name = norm(claim["subject"]["name"].split(" (", 1)[0])
+    name = norm(bare_name(claim["subject"]["name"]))
     value = None if claim["value"] is None else norm(claim["value"])
     return name, claim["predicate"], value, claim["kind"]
 

@@ -104,15 +104,16 @@ def unpack_claim(claim: list[Any]) -> dict[str, Any]:
             "kind": kind, "time_expression": expr, "supersedes": supersedes}
 
 
-_RECORD_KEYS = ["quotes", "subject", "predicate", "value", "kind", "time_expression",
+#: the keys of a claim record (what the model decides, nothing derived)
+RECORD_KEYS = ["quotes", "subject", "predicate", "value", "kind", "time_expression",
                 "supersedes"]
 
 
 def _record(claim: Any) -> dict[str, Any]:
     """A claim given as an array (as written) or as a record (keys checked) -> a record."""
     if isinstance(claim, dict):
-        record = _ordered(claim, _RECORD_KEYS)
-        missing = sorted(set(_RECORD_KEYS) - set(record))
+        record = _ordered(claim, RECORD_KEYS)
+        missing = sorted(set(RECORD_KEYS) - set(record))
         if missing:
             raise ValueError(f"claim record lacks {missing}")
         return record
@@ -160,8 +161,7 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
     names of CLAIM_FIELDS ("quote" and "event" inside a quote pair). The scalar items of a list
     (ids in supersedes, supports, citations) have no entry of their own: they belong to the
     list's field, whose entry is its "["; an extract claim is "claim", a quote pair "pair".
-    Raises ValueError
-    when `text` is not exactly what dump_answer writes for its value."""
+    Raises ValueError when `text` is not exactly what dump_answer writes for its value."""
     answer = json.loads(text)
     task = task_of_answer(answer)
     out: list[tuple[int, str, bool]] = []
@@ -251,6 +251,14 @@ DERIVED = ("statement", "confidence")
 def comparable(claim: dict[str, Any]) -> dict[str, Any]:
     """A canonical claim without what the wire does not carry (`DERIVED`)."""
     return {k: v for k, v in claim.items() if k not in DERIVED}
+
+
+def comparable_answer(task: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """A canonical answer as far as the wire carries it: an extract answer's claims without
+    `DERIVED`; a consolidate or reflect answer whole."""
+    if task != "extract":
+        return answer
+    return {**answer, "claims": [comparable(c) for c in answer["claims"]]}
 
 
 # --- extract: canonical <-> wire ------------------------------------------------------------------

@@ -36,7 +36,7 @@ from memworker.corpus.world import (
     typo,
 )
 from memworker.spans import candidate_spans
-from memworker.textnorm import mentions, norm
+from memworker.textnorm import bare_name, mentions, norm
 
 P_EMPTY = 0.15  # share of episodes where nothing durable is said
 P_INSUFFICIENT = 0.37  # share of reflect rows whose evidence cannot answer
@@ -572,7 +572,7 @@ def _observation(ctx: Ctx, facts: list[tuple[str, str, str, str]], theme: str) -
     """A hedged synthesis of 2-3 facts (key, subject, predicate, statement) about one subject:
     the facts' own clauses joined by a linking template and a theme hedge."""
     subject = facts[0][1]
-    short = "the user" if subject == "the user" else subject.split(" (", 1)[0]
+    short = "the user" if subject == "the user" else bare_name(subject)
     poss = "their" if subject == "the user" else f"{short}'s"
     clauses = [clause(f[3]) for f in facts]
     a = clauses[0]

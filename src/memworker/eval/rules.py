@@ -435,8 +435,7 @@ def to_wire_v3(task: str, answer: dict[str, Any]) -> dict[str, Any]:
     every arm); consolidate and reflect are unchanged."""
     if task != "extract":
         return answer
-    keep = ("quotes", "subject", "predicate", "value", "kind", "time_expression", "supersedes")
-    return {"claims": [{k: c[k] for k in keep} for c in answer["claims"]]}
+    return {"claims": [{k: c[k] for k in wire.RECORD_KEYS} for c in answer["claims"]]}
 
 
 class RulesBackend:

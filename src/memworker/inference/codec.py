@@ -32,7 +32,8 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
 7. Canonical form via `memworker.wire.claim_from_wire`: dates come from `memworker.temporal`,
    never from the model; the statement, correction flag and confidence are derived from the
    claim (wire v3: the model does not write them). A canonical input whose date differs is
-   overruled and the disagreement noted; a date-only precision never carries a clock time. The result must satisfy the canonical contract.
+   overruled and the disagreement noted; a date-only precision never carries a clock time. The
+   result must satisfy the canonical contract.
 
 `run(backend, task, inputs)` renders the prompt, builds schema and grammar, generates, decodes,
 and on any `CodecError` retries **once**: the retry sends the same messages plus one extra user

@@ -367,8 +367,8 @@ def _cost(worst: tuple[int, int]) -> float:
 
 
 def worst_case_chars(schema: dict[str, Any]) -> int:
-    """Characters of the longest JSON text (`memworker.wire.SEPARATORS`) the schema allows; a free string
-    character counts as one character."""
+    """Characters of the longest JSON text (`memworker.wire.SEPARATORS`) the schema allows; a free
+    string character counts as one character."""
     return _worst(schema)[0]
 
 

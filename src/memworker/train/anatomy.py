@@ -3,7 +3,7 @@
 `python train/diagnose.py --anatomy` prints, for the extract rows of a train or val split (the
 canonical gold of `data/<corpus>/canonical/<split>.jsonl`, tokenised by the base's tokenizer):
 
-1. **Shares per field** of the answer tokens of the wire form before v3 (`v2_answer`: keyed
+1. **Shares per field** of the answer tokens of the wire form before v3 (`v2_claim`: keyed
    objects, spaced separators, the statement, correction flag and confidence written by the
    model) and of today's (`memworker.wire.dump_answer`, v3): every character of the answer is
    labelled with the field whose value it belongs to (quote text, event index, subject name,
@@ -19,7 +19,7 @@ canonical gold of `data/<corpus>/canonical/<split>.jsonl`, tokenised by the base
    the existing facts (so that the subject could be chosen from candidates).
 4. **One decision at a time**: the answers of two split designs — (a) one call per event that
    holds user words, answering only that event's claims (a claim belongs to the latest event it
-   cites); (b) one call per window that walks the events in order — in the tuple form, and the
+   cites); (b) one call per window that walks the events in order — with wire v3 claims, and the
    training tokens each design costs per window (prompt + answer; design (a) repeats the window
    before each event in its prompt).
 """
@@ -31,10 +31,7 @@ from collections import Counter
 from typing import Any
 
 from memworker import wire
-
-FIELDS = ("quote", "event", "name", "type", "predicate", "value", "statement", "kind",
-          "time_expression", "correction", "supersedes", "confidence")
-_RELATION = " ("
+from memworker.textnorm import bare_name
 
 
 def labelled_json(obj: Any, label: str = "keys", names: tuple[str, ...] | None = None,
@@ -101,11 +98,6 @@ def field_shares(tokenizer: Any, rows: list[dict[str, Any]], form: str = "v3") -
 
 
 # --- other wire forms of the same gold claims -----------------------------------------------------
-
-def bare_name(name: str) -> str:
-    """A subject name without its parenthesised relation ("Uma (the user's client)" -> "Uma")."""
-    return name.split(_RELATION, 1)[0]
-
 
 def _quotes(c: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"quote": q, "event": i} for i, q in zip(c["source_indices"], c["quotes"], strict=True)]
