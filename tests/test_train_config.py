@@ -67,6 +67,11 @@ def _write(tmp_path, text: str):
     ("- a\n- b\n", "mapping"),
     ("name: x\nlora_r: 8\nlora_r: 16\n", "appears twice"),
     ("name: x\nprofiles:\n  cpu:\n    max_steps: 3\n    max_steps: 4\n", "appears twice"),
+    ("name: x\ntask_shares: extract=1,summarise=1\n", "unknown task 'summarise'"),
+    ("name: x\ntask_shares: extract=1,extract=2\n", "extract is given twice"),
+    ("name: x\ntask_shares: extract=0,reflect=1\n", "must be a number > 0"),
+    ("name: x\ntask_shares: extract=nan,reflect=1\n", "must be a number > 0"),
+    ("name: x\ntask_shares: extract\n", "is not task=share"),
 ])
 def test_bad_stage_files_are_refused(tmp_path, text, message):
     with pytest.raises(tconfig.ConfigError, match=message):
@@ -96,3 +101,11 @@ def test_parent_command_carries_only_inherited_flags():
     args = argparse.Namespace(profile="cpu", runs_dir="runs")
     cmd = command_for("coding", args, {"max_steps": 5, "qlora": False})
     assert cmd == "python train/run.py --stage coding --profile cpu --max-steps 5 --no-qlora"
+
+
+def test_task_shares_are_normalised():
+    assert tconfig.parse_task_shares("") == {}
+    assert tconfig.parse_task_shares(" extract=2, consolidate=1 ,reflect=1") == {
+        "extract": 0.5, "consolidate": 0.25, "reflect": 0.25}
+    cfg = tconfig.load_stage("coding", overrides={"task_shares": "extract=1,reflect=3"})
+    assert cfg.task_shares == "extract=1,reflect=3"  # kept as written; the receipt records both

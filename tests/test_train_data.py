@@ -163,3 +163,56 @@ def test_decision_weights_mark_where_values_start(smol_tok):
     empty = tdata.encode_chat(smol_tok, chat('{"claims":[]}'), 4096, EOT)
     ew = tdata.decision_weights(smol_tok, empty, '{"claims":[]}', 4.0)
     assert 1 <= ew.count(4.0) <= 2 and ew[empty.prompt_len:].count(1.0) >= 2
+
+
+def _rows(*spec):
+    """Encoded rows from (task, prompt length, answer tokens, weights or None)."""
+    out = []
+    for task, prompt, answer, weights in spec:
+        enc = tdata.Encoded([1] * (prompt + answer), [tdata.IGNORE] * prompt + [5] * answer,
+                            group=task)
+        enc.weights = weights
+        out.append(enc)
+    return out
+
+
+def test_task_shares_record_the_natural_shares_and_rescale_to_the_asked_ones():
+    """Natural shares count each task's summed answer-token weight (decision weights included);
+    asked shares multiply a task's weights so the tasks' sums are those shares of an unchanged
+    total; the prompt stays at 0 and a row without weights gets them."""
+    spec = [("extract", 3, 6, [0.0] * 3 + [1, 10, 1, 1, 10, 1]),  # weight 24
+            ("extract", 2, 4, None),  # weight 4
+            ("reflect", 4, 4, None),  # weight 4
+            ("consolidate", 1, 4, [0.0, 1, 1, 1, 1])]  # weight 4
+    natural = tdata.task_shares(_rows(*spec), {})
+    assert {t: v["natural_share"] for t, v in natural.items()} == pytest.approx(
+        {"extract": 28 / 36, "reflect": 4 / 36, "consolidate": 4 / 36}, abs=1e-4)
+    assert natural["extract"]["rows"] == 2 and natural["extract"]["answer_tokens"] == 10
+    assert all(v["share"] == v["natural_share"] and v["multiplier"] == 1 for v in natural.values())
+    untouched = _rows(*spec)
+    tdata.task_shares(untouched, {})
+    assert untouched[1].weights is None  # natural shares change no weight
+
+    rows = _rows(*spec)
+    asked = {"extract": 0.5, "consolidate": 0.25, "reflect": 0.25}
+    record = tdata.task_shares(rows, asked)
+    sums = {}
+    for enc in rows:
+        assert all(w == 0 for w, y in zip(enc.weights, enc.labels, strict=True) if y == tdata.IGNORE)
+        sums[enc.group] = sums.get(enc.group, 0) + tdata.answer_weight(enc)
+    assert sum(sums.values()) == pytest.approx(36)
+    assert {t: v / 36 for t, v in sums.items()} == pytest.approx(asked)
+    assert record["extract"]["multiplier"] == pytest.approx(18 / 28, abs=1e-4)
+    assert record["reflect"]["multiplier"] == pytest.approx(9 / 4, abs=1e-4)
+    assert rows[0].weights[4] == pytest.approx(10 * 18 / 28)  # a decision token keeps its ratio
+    assert rows[1].weights == pytest.approx([0, 0] + [18 / 28] * 4)
+
+
+@pytest.mark.parametrize("asked", [{"extract": 0.5, "reflect": 0.5},
+                                   {"extract": 0.4, "reflect": 0.3, "consolidate": 0.2,
+                                    "other": 0.1}])
+def test_task_shares_must_name_exactly_the_rows_tasks(asked):
+    rows = _rows(("extract", 1, 2, None), ("reflect", 1, 2, None), ("consolidate", 1, 2, None))
+    with pytest.raises(tdata.DataError, match="name each of them once"):
+        tdata.task_shares(rows, asked)
+    assert all(enc.weights is None for enc in rows)  # nothing changed before the refusal

@@ -46,6 +46,10 @@ def test_a_stage_run_writes_a_complete_receipt(work, assets, capsys):
     train_stats = r["data"]["train"]
     assert train_stats["rows"] > 0 and train_stats["excluded"] == {}
     assert 0 < train_stats["tokens_answer"] < train_stats["tokens_total"]
+    tasks = train_stats["tasks"]  # each task's share of the loss, recorded (natural here)
+    assert sum(t["answer_tokens"] for t in tasks.values()) == train_stats["tokens_answer"]
+    assert sum(t["share"] for t in tasks.values()) == pytest.approx(1, abs=1e-3)
+    assert all(t["share"] == t["natural_share"] and t["multiplier"] == 1 for t in tasks.values())
     assert train_stats["tokens_max"] >= train_stats["tokens_mean"] > 0
     assert r["data"]["val"]["rows"] == 3
     assert r["prompts_sha256"] == template_hashes()
@@ -75,8 +79,13 @@ def test_a_stage_run_writes_a_complete_receipt(work, assets, capsys):
     assert Path("runs/coding/receipt.json").read_bytes() == before
     assert train("coding", assets["base"], "--lr", "1e-3") == 2
     assert "--fresh" in capsys.readouterr().err
-    assert train("coding", assets["base"], "--lr", "1e-3", "--fresh") == 0
+    shares = ",".join(f"{t}={2 if t == 'extract' else 1}" for t in tasks)
+    assert train("coding", assets["base"], "--lr", "1e-3", "--fresh", "--task-shares", shares) == 0
     assert receipt("coding")["config"]["learning_rate"] == 1e-3
+    weighted = receipt("coding")["data"]["train"]["tasks"]
+    assert {t: v["share"] for t, v in weighted.items()} == pytest.approx(
+        {t: (2 if t == "extract" else 1) / (len(tasks) + 1) for t in tasks}, abs=1e-4)
+    assert "task shares of the loss" in capsys.readouterr().out
 
 
 def test_general_runs_its_missing_parents_first_and_records_lineage(work, assets, capsys):

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from memworker.contracts import TASKS
 from memworker.hashing import sha256_json
 
 STAGE_ORDER = ("coding", "general-a", "general")
@@ -76,6 +77,13 @@ class StageConfig:
                          "than one of a long batch) | epoch (the mean answer tokens per step "
                          "over the epoch's batch plan: every answer token weighs the same in "
                          "every step; train/README.md \"The fork is set by batch lengths\")")
+    task_shares: str = _f("", "each task's share of the training loss, e.g. "
+                          "extract=0.5,consolidate=0.25,reflect=0.25 (every task of the train "
+                          "rows named once, shares > 0, normalised to sum 1): a task's answer-token "
+                          "weights are scaled so that they sum to that share of all answer-token "
+                          "weights, the total unchanged; exact per step with loss_scale epoch "
+                          "(empty: the tasks' natural shares; either way the receipt's "
+                          "data.train.tasks records them; train/README \"Task shares\")")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
                                "per batch (rows x longest row; packed: the sum of the rows' "
@@ -146,6 +154,10 @@ class StageConfig:
                             f"{self.lora_layers!r}")
         if self.loss_scale not in ("batch", "epoch"):
             problems.append(f"loss_scale must be batch or epoch, not {self.loss_scale!r}")
+        try:
+            parse_task_shares(self.task_shares)
+        except ConfigError as exc:
+            problems.append(str(exc))
         if self.decision_weight <= 0:
             problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
         if self.learning_rate <= 0:
@@ -162,6 +174,35 @@ class StageConfig:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
+
+
+def parse_task_shares(text: str) -> dict[str, float]:
+    """`extract=2,consolidate=1,reflect=1` → {task: share}, normalised to sum 1 ({} for "").
+    Raises ConfigError for an unknown or repeated task, a share that is not a number > 0, or a
+    malformed item. Which tasks the train rows hold is checked when they are encoded."""
+    if not text.strip():
+        return {}
+    shares: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"task_shares: {item.strip()!r} is not task=share "
+                              "(e.g. extract=0.5,consolidate=0.25,reflect=0.25)")
+        if name not in TASKS:
+            raise ConfigError(f"task_shares: unknown task {name!r}; tasks: {', '.join(TASKS)}")
+        if name in shares:
+            raise ConfigError(f"task_shares: {name} is given twice")
+        try:
+            share = float(value)
+        except ValueError:
+            share = float("nan")
+        if not share > 0 or share == float("inf"):
+            raise ConfigError(f"task_shares: {name}'s share must be a number > 0, not "
+                              f"{value.strip()!r}")
+        shares[name] = share
+    total = sum(shares.values())
+    return {name: share / total for name, share in shares.items()}
 
 
 def flag_name(field_name: str) -> str:

@@ -221,6 +221,7 @@ class SplitStats:
     longest_excluded: int = 0
     decision_tokens: int = 0  # tokens weighted as decisions (decision_weight ≠ 1)
     unweighted_rows: int = 0  # rows whose answer could not be aligned (plain weights)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # see task_shares()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -233,7 +234,48 @@ class SplitStats:
             "longest_excluded": self.longest_excluded,
             **({"decision_tokens": self.decision_tokens, "unweighted_rows": self.unweighted_rows}
                if self.decision_tokens or self.unweighted_rows else {}),
+            **({"tasks": self.tasks} if self.tasks else {}),
         }
+
+
+def answer_weight(enc: Encoded) -> float:
+    """The summed loss weight of a row's answer tokens (each counts 1 without weights)."""
+    if enc.weights is None:
+        return float(enc.n_answer)
+    return float(sum(w for w, y in zip(enc.weights, enc.labels, strict=True) if y != IGNORE))
+
+
+def task_shares(encoded: list[Encoded], shares: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Make each task's share of the training loss explicit: per task (the rows' `group`), its
+    rows, answer tokens, summed answer-token weight and natural share of all weight; with
+    `shares` ({task: share}, summing to 1), every answer-token weight of task t is multiplied
+    by share_t / natural_t, so the tasks' weights sum to those shares and the total weight (so
+    the loss scale) is unchanged. Under loss_scale "epoch" a step's loss is its summed weighted
+    cross-entropy over a constant, so these are the tasks' shares of the epoch's gradient
+    signal. Raises DataError when `shares` does not name exactly the tasks of the rows."""
+    weight: Counter = Counter()
+    rows: Counter = Counter()
+    tokens: Counter = Counter()
+    for enc in encoded:
+        weight[enc.group] += answer_weight(enc)
+        rows[enc.group] += 1
+        tokens[enc.group] += enc.n_answer
+    total = sum(weight.values())
+    if shares and set(shares) != set(weight):
+        raise DataError(f"task_shares names {sorted(shares)} but the train rows hold the tasks "
+                        f"{sorted(weight)}: name each of them once")
+    multiplier = {t: (shares[t] * total / weight[t] if shares else 1.0) for t in weight}
+    if shares:
+        for enc in encoded:
+            m = multiplier[enc.group]
+            base = enc.weights if enc.weights is not None else [
+                0.0 if y == IGNORE else 1.0 for y in enc.labels]
+            enc.weights = [w * m for w in base]
+    return {t: {"rows": rows[t], "answer_tokens": tokens[t],
+                "answer_weight": round(weight[t], 1),
+                "natural_share": round(weight[t] / total, 4) if total else 0.0,
+                "share": round(shares.get(t, weight[t] / total if total else 0.0), 4),
+                "multiplier": round(multiplier[t], 4)} for t in sorted(weight)}
 
 
 def encode_rows(tokenizer, rows: list[dict[str, Any]], max_length: int,

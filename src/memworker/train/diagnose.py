@@ -15,9 +15,13 @@ claims a low one, rows without a high one; a model that does not gives every row
 task (median, 90th percentile, longest, how many exceed --cap; the evaluation's max-tokens cap
 must leave room for them) and each task's share of the split's answer tokens (with
 `--loss-scale epoch` every answer token weighs the same, so that is the task's share of the
-gradient before decision weights).
+gradient before decision weights). With `--decision-weight W` and/or `--task-shares` it also
+prints each task's share of the training loss as a stage with those settings weighs it (what the
+run's receipt records under data.train.tasks) and the multiplier task shares put on its tokens.
 
     python train/diagnose.py --lengths --base smollm2-135m --split train --rows 0 --cap 512
+    python train/diagnose.py --lengths --base smollm2-135m --split train --rows 0 \
+        --decision-weight 10 --task-shares extract=1,consolidate=1,reflect=1
 
 `--fields` scores the model teacher-forced on the gold answers instead: for every answer token
 whether its most likely token is the gold one, grouped by the JSON field the token belongs to
@@ -227,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", action="store_true",
                    help="gold answer lengths per task in the base's tokens (no model is run)")
     p.add_argument("--cap", type=int, default=1024, help="with --lengths: count answers over it")
+    p.add_argument("--decision-weight", type=float, default=1.0,
+                   help="with --lengths: the stage's decision_weight, for the loss shares")
+    p.add_argument("--task-shares", default="",
+                   help="with --lengths: the stage's task_shares, for the loss shares")
     p.add_argument("--fields", action="store_true",
                    help="teacher-forced token accuracy per answer field instead of the fork")
     p.add_argument("--anatomy", action="store_true",
@@ -295,9 +303,38 @@ def _lengths(args: argparse.Namespace) -> int:
               f"p90 {f['p90']}, max {f['max']}; {f['over_cap']} over {args.cap}; "
               f"{f['tokens']} answer tokens in all, {f['share']:.1%} of the split's (the share "
               "of the gradient under --loss-scale epoch, before decision weights)")
+    if args.decision_weight != 1.0 or args.task_shares:
+        found = {"lengths": found, "loss_shares": loss_shares(prepared, rows, args)}
     if args.json:
         Path(args.json).write_text(json.dumps(found, indent=1) + "\n", "utf-8")
     return 0
+
+
+def loss_shares(prepared: Any, rows: list[dict[str, Any]], args: argparse.Namespace
+                ) -> dict[str, dict[str, Any]]:
+    """Each task's share of the training loss as a stage with --decision-weight and
+    --task-shares weighs the rows (data.task_shares, as the run's receipt records it)."""
+    from transformers import AutoTokenizer
+
+    from memworker.train import data as tdata
+    from memworker.train.config import ConfigError, parse_task_shares
+
+    try:
+        shares = parse_task_shares(args.task_shares)
+    except ConfigError as exc:
+        raise DiagnoseError(str(exc)) from None
+    tokenizer = AutoTokenizer.from_pretrained(prepared.path)
+    encoded, _ = tdata.encode_rows(tokenizer, rows, 1 << 20, prepared.model.end_of_turn,
+                                   args.decision_weight)
+    try:
+        tasks = tdata.task_shares(encoded, shares)
+    except tdata.DataError as exc:
+        raise DiagnoseError(str(exc)) from None
+    for task, t in tasks.items():
+        print(f"{args.split} {task}: loss share {t['share']:.1%} (natural {t['natural_share']:.1%}"
+              f" with decision weight {args.decision_weight:g}; answer-token weights "
+              f"x{t['multiplier']:.3f})")
+    return tasks
 
 
 def _anatomy(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from memworker.registry import PreparedBase
 from memworker.train import data as tdata
 from memworker.train import lineage, report
 from memworker.train import model as tmodel
-from memworker.train.config import StageConfig
+from memworker.train.config import StageConfig, parse_task_shares
 
 
 class RunError(ValueError):
@@ -483,6 +483,11 @@ def _encode_splits(cfg: StageConfig, base: PreparedBase, tokenizer, rows: dict[s
     train_enc, train_stats = tdata.encode_rows(tokenizer, rows["train"], cfg.max_length, eot,
                                                cfg.decision_weight)
     val_enc, val_stats = tdata.encode_rows(tokenizer, rows["val"], cfg.max_length, eot)
+    if train_enc:
+        train_stats.tasks = tdata.task_shares(train_enc, parse_task_shares(cfg.task_shares))
+        print("train: task shares of the loss " + ", ".join(
+            f"{t} {v['share']:.3f} (natural {v['natural_share']:.3f})"
+            for t, v in train_stats.tasks.items()))
     if not train_enc or not val_enc:
         raise RunError(f"stage {cfg.name}: every {'train' if not train_enc else 'val'} row is "
                        f"longer than max_length={cfg.max_length}; raise --max-length")

@@ -112,6 +112,9 @@ def run_mlx(req: RunRequest, base: PreparedBase, execute: bool = True) -> dict[s
     if parent[0] is not None and parent[0].get("backend") != "mlx":
         raise RunError(f"{paths.parent_dir} was trained with torch; the mlx path warm-starts "
                        "only from an mlx adapter: rerun the parent with --backend mlx")
+    if cfg.task_shares:
+        raise RunError(f"stage {cfg.name}: task_shares weighs the loss of the torch path; "
+                       "mlx-lm trains with its own loss: drop --task-shares or use the torch path")
     if req.fresh and paths.run_dir.exists():
         shutil.rmtree(paths.run_dir)
     rows = prepare_data(cfg)
