@@ -269,12 +269,16 @@ def test_out_folder_conflicts(work, tiny, release, tmp_path):
     assert verify_release(out, None, load=False, allow_unevaluated=True) == []
 
 
-#: the comparisons the release gate reads, as the evaluator writes them (student no worse)
+#: the comparisons the release gate reads, as the evaluator writes them (student no worse than
+#: the base, above the rules at extraction, not below them at the other tasks)
+_NO_WORSE = {"a": 0.5, "b": 0.4, "diff": 0.1, "ci": [-0.1, 0.3], "n_rows": 4, "n_episodes": 4}
+_ABOVE = {"a": 0.9, "b": 0.4, "diff": 0.5, "ci": [0.2, 0.8], "n_rows": 4, "n_episodes": 4}
 PASSING = {"comparisons": [
-    {"a": "student", "b": "base", "tasks": {"extract": {"extract_f1": {
-        "a": 0.5, "b": 0.4, "diff": 0.1, "ci": [-0.1, 0.3], "n_rows": 4, "n_episodes": 4}}}},
-    {"a": "student", "b": "rules", "tasks": {"extract": {"extract_support": {
-        "a": 0.6, "b": 0.5, "diff": 0.1, "ci": [-0.1, 0.3], "n_rows": 4, "n_episodes": 4}}}}]}
+    {"a": "student", "b": "base", "tasks": {"extract": {"extract_f1": _NO_WORSE}}},
+    {"a": "student", "b": "rules", "tasks": {
+        "extract": {"extract_support": _ABOVE, "extract_coverage": _ABOVE},
+        "consolidate": {"consolidate_correct": _NO_WORSE},
+        "reflect": {"reflect_correct": _NO_WORSE}}}]}
 
 
 @pytest.mark.slow

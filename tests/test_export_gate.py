@@ -1,6 +1,8 @@
-"""The release gate (issue 15 item 4): verification fails when the student is worse than the base
-on a task's main metric beyond its interval, or below the rules arm on extraction support, unless
-the release receipt records a reasoned waiver; an unevaluated release fails unless allowed.
+"""The release gate (issue 15 item 4, issue 26 item 2): verification fails when the student is
+worse than the base on a task's main metric beyond its interval, not above the rules arm on
+extraction support and coverage (the paired interval must lie above 0), or worse than the rules
+arm on consolidation or reflection beyond the interval, unless the release receipt records a
+reasoned waiver; an unevaluated release fails unless allowed.
 
 The release folders here are written by the export's own signing path (`release._finish`:
 receipt, card, SHA256SUMS) around a placeholder GGUF file, and verified with `load=False`: the
@@ -51,20 +53,38 @@ def item(student: list[int], reference: list[int]) -> dict:
             "ci": stats.paired_bootstrap(pa, pb, clusters, resamples=400, seed=0)}
 
 
-def summary(reflect_student: list[int], support_student: list[int]) -> dict:
+#: the rules arm's outcomes in these summaries: 4/16 at extraction, 8/16 at the other tasks
+RULES_EXTRACT = [1] * 4 + [0] * 12
+RULES_OTHER = [1] * 8 + [0] * 8
+GOOD_SUPPORT = [1] * 16   # 16/16 against the rules' 4/16: the interval lies above 0
+WORSE_REFLECT = [0] * 12 + [1] * 4   # 4/16 against the base's 16/16
+#: student - rules (student, rules) per gated metric where every check passes
+RULES_OK = {"extract_support": (GOOD_SUPPORT, RULES_EXTRACT),
+            "extract_coverage": ([1] * 16, RULES_EXTRACT),
+            "consolidate_correct": (RULES_OTHER, RULES_OTHER),
+            "reflect_correct": ([1] * 9 + [0] * 7, RULES_OTHER)}
+TASK_OF = {"extract_support": "extract", "extract_coverage": "extract",
+           "consolidate_correct": "consolidate", "reflect_correct": "reflect"}
+
+
+def summary(reflect_student: list[int], support_student: list[int],
+            **rules: tuple[list[int], list[int]] | None) -> dict:
+    """Student - base and student - rules comparisons; `rules` replaces the (student, rules)
+    outcomes of a gated student - rules metric of RULES_OK (None: the metric is absent)."""
     same = [1, 0] * 8
     base = {"extract": {"extract_f1": item(same, same)},
             "consolidate": {"consolidate_correct": item(same, same)},
             "reflect": {"reflect_correct": item(reflect_student, [1] * 16)}}
-    rules = {"extract": {"extract_support": item(support_student, [1] * 12 + [0] * 4)}}
+    pairs = {**RULES_OK, "extract_support": (support_student, RULES_EXTRACT), **rules}
+    versus_rules: dict = {}
+    for metric, pair in pairs.items():
+        block = versus_rules.setdefault(TASK_OF[metric], {})
+        if pair is not None:
+            block[metric] = item(*pair)
     return {"comparisons": [{"a": "student", "b": "base", "label": "student - base",
                              "tasks": base},
                             {"a": "student", "b": "rules", "label": "student - rules",
-                             "tasks": rules}]}
-
-
-GOOD_SUPPORT = [1] * 13 + [0] * 3
-WORSE_REFLECT = [0] * 12 + [1] * 4   # 4/16 against the base's 16/16
+                             "tasks": versus_rules}]}
 
 
 def receipt(out: Path) -> dict:
@@ -100,13 +120,132 @@ def test_worse_within_the_interval_passes(tmp_path):
     assert verify_release(out, None, load=False) == []
 
 
-def test_below_the_rules_arm_on_extraction_support_fails(tmp_path):
+def test_a_student_above_the_rules_on_every_task_passes_and_the_receipt_says_so(tmp_path):
     out = make_release(tmp_path)
-    below = [1] * 11 + [0] * 5  # 11/16 against the rules arm's 12/16
-    record_evaluation(out, {"heldout": summary([1] * 16, below)}, receipts_dir=None)
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT)}, receipts_dir=None)
+    assert verify_release(out, None, load=False) == []
+    g = receipt(out)["gate"]
+    assert g["verdict"] == "pass"
+    assert g["tasks"] == {"heldout": {"extract": "pass", "consolidate": "pass",
+                                      "reflect": "pass"}}
+    rules = {c["metric"]: c for c in g["checks"] if c["versus"] == "rules"}
+    assert {m: c["check"] for m, c in rules.items()} == {
+        "extract_support": "above rules", "extract_coverage": "above rules",
+        "consolidate_correct": "not below rules", "reflect_correct": "not below rules"}
+    assert all(c["status"] == "ok" for c in g["checks"])
+    assert rules["extract_coverage"]["ci"][0] > 0
+    card = (out / "README.md").read_text()
+    assert "Tasks: heldout: extract pass, consolidate pass, reflect pass." in card
+    assert "| heldout | rules | extract | extract_coverage | above rules |" in card
+
+
+# one row more than the rules (5/16 against 4/16, the same rows plus one): the point difference
+# is above 0 but the paired interval reaches 0
+TOUCHING = ([1] * 5 + [0] * 11, RULES_EXTRACT)
+
+
+@pytest.mark.parametrize("metric", ["extract_support", "extract_coverage"])
+def test_extraction_whose_interval_touches_0_against_the_rules_fails(tmp_path, metric):
+    out = make_release(tmp_path)
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT, **{metric: TOUCHING})},
+                      receipts_dir=None)
     problems = verify_release(out, None, load=False)
-    assert len(problems) == 1 and "worse than rules on extract extract_support in set " \
-        "heldout (below the rules floor)" in problems[0]
+    assert len(problems) == 1
+    assert f"release gate [above rules]: the student is not above rules on extract {metric} " \
+        "in set heldout (the paired 95 % interval must lie entirely above 0): student 0.312 " \
+        "vs rules 0.250, difference +0.062 [+0.000, " in problems[0]
+    assert f"--waive heldout {metric}" in problems[0]
+    g = receipt(out)["gate"]
+    failing = [c for c in g["checks"] if c["status"] == "fail"]
+    assert [(c["versus"], c["metric"]) for c in failing] == [("rules", metric)]
+    assert failing[0]["diff"] > 0 and failing[0]["ci"][0] <= 0
+    assert g["tasks"]["heldout"] == {"extract": "fail", "consolidate": "pass",
+                                     "reflect": "pass"}
+
+
+@pytest.mark.parametrize("metric", ["consolidate_correct", "reflect_correct"])
+def test_consolidation_and_reflection_below_the_rules_beyond_the_interval_fail(tmp_path,
+                                                                                metric):
+    out = make_release(tmp_path)
+    below = ([0] * 16, RULES_OTHER)  # 0/16 against the rules' 8/16
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT, **{metric: below})},
+                      receipts_dir=None)
+    problems = verify_release(out, None, load=False)
+    task = TASK_OF[metric]
+    assert len(problems) == 1
+    assert f"release gate [not below rules]: the student is worse than rules on {task} " \
+        f"{metric} in set heldout beyond its 95 % interval: student 0.000 vs rules 0.500" \
+        in problems[0]
+    assert receipt(out)["gate"]["tasks"]["heldout"][task] == "fail"
+    # within the interval: 7/16 against 8/16 (the same rows but one) passes
+    within = ([1] * 7 + [0] * 9, RULES_OTHER)
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT, **{metric: within})},
+                      receipts_dir=None)
+    check = next(c for c in receipt(out)["gate"]["checks"]
+                 if c["versus"] == "rules" and c["metric"] == metric)
+    assert check["diff"] < 0 <= check["ci"][1] and check["status"] == "ok"
+    assert verify_release(out, None, load=False) == []
+
+
+def test_the_natural_set_needs_extraction_not_below_the_rules_only(tmp_path):
+    """Where no arm has a supported claim (the natural set), equal extraction passes there and
+    fails in held-out, where it must be above the rules."""
+    out = make_release(tmp_path)
+    zero = {"extract_support": ([0] * 16, [0] * 16), "extract_coverage": ([0] * 16, [0] * 16)}
+    record_evaluation(out, {"natural": summary([1] * 16, GOOD_SUPPORT, **zero),
+                            "heldout": summary([1] * 16, GOOD_SUPPORT)}, receipts_dir=None)
+    g = receipt(out)["gate"]
+    assert g["verdict"] == "pass" and g["tasks"]["natural"]["extract"] == "pass"
+    assert {c["check"] for c in g["checks"] if c["set"] == "natural"
+            and c["task"] == "extract" and c["versus"] == "rules"} == {"not below rules"}
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT, **zero)},
+                      receipts_dir=None)
+    problems = verify_release(out, None, load=False)
+    assert len(problems) == 2
+    assert all("release gate [above rules]: the student is not above rules on extract" in p
+               for p in problems)
+
+
+def test_a_missing_rules_comparison_fails_naming_it(tmp_path):
+    out = make_release(tmp_path)
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT, extract_coverage=None)},
+                      receipts_dir=None)
+    problems = verify_release(out, None, load=False)
+    assert len(problems) == 1
+    assert "release gate [above rules]: set heldout has extract rows but the student - rules " \
+        "comparison holds no extract_coverage, so the check cannot be made" in problems[0]
+    assert "--waive heldout extract_coverage" in problems[0]
+    assert receipt(out)["gate"]["tasks"]["heldout"]["extract"] == "fail"
+    # a task with no rows in a set is not measured there, but some set must measure it
+    doc = summary([1] * 16, GOOD_SUPPORT)
+    for comp in doc["comparisons"]:
+        del comp["tasks"]["consolidate"]
+    record_evaluation(out, {"heldout": doc}, receipts_dir=None)
+    g = receipt(out)["gate"]
+    assert g["tasks"]["heldout"]["consolidate"] == "not measured"
+    assert g["problems"] == [
+        "release gate: no evaluated set measures student - rules on consolidate "
+        "consolidate_correct (no consolidate rows in any set that compares them): evaluate a "
+        "set with every task (`python eval/run.py …`)"]
+    record_evaluation(out, {"heldout": doc, "test": summary([1] * 16, GOOD_SUPPORT)},
+                      receipts_dir=None)
+    assert verify_release(out, None, load=False) == []
+
+
+def test_a_reasoned_waiver_covers_a_rules_check(tmp_path):
+    out = make_release(tmp_path)
+    record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT,
+                                               extract_coverage=TOUCHING)}, receipts_dir=None)
+    assert len(verify_release(out, None, load=False)) == 1
+    with pytest.raises(ExportError, match="the reason is empty"):
+        record_waiver(out, "heldout", "extract_coverage", " ", receipts_dir=None)
+    record_waiver(out, "heldout", "extract_coverage", "coverage is reported, not shipped",
+                  receipts_dir=None)
+    g = receipt(out)["gate"]
+    assert g["verdict"] == "pass" and g["tasks"]["heldout"]["extract"] == "waived"
+    check = next(c for c in g["checks"] if c["metric"] == "extract_coverage")
+    assert check["status"] == "waived" and check["waiver"] == "coverage is reported, not shipped"
+    assert verify_release(out, None, load=False) == []
 
 
 def test_a_reasoned_waiver_passes_and_is_recorded(tmp_path, capsys):
@@ -119,7 +258,9 @@ def test_a_reasoned_waiver_passes_and_is_recorded(tmp_path, capsys):
     g = receipt(out)["gate"]
     assert g["waivers"] == [{"metric": "reflect_correct", "set": "heldout",
                              "reason": "reflection is not shipped in this release"}]
-    assert [c["status"] for c in g["checks"] if c["task"] == "reflect"] == ["waived"]
+    assert [(c["versus"], c["status"]) for c in g["checks"] if c["task"] == "reflect"] == \
+        [("base", "waived"), ("rules", "ok")]
+    assert g["tasks"]["heldout"]["reflect"] == "waived"
     assert verify_release(out, None, load=False) == []
     # a waiver for another set does not cover this one
     record_evaluation(out, {"heldout": summary(WORSE_REFLECT, GOOD_SUPPORT),

@@ -43,17 +43,23 @@ def _gate(gate: Any) -> list[str]:
     if not isinstance(gate, dict):
         return ["Not recorded."]
     out = [f"Verdict: **{gate.get('verdict')}**. Rule: {gate.get('rule')}.", ""]
+    tasks = gate.get("tasks")
+    if isinstance(tasks, dict) and tasks:
+        out += ["Tasks: " + "; ".join(
+            f"{set_name}: " + ", ".join(f"{task} {status}" for task, status in block.items())
+            for set_name, block in tasks.items() if isinstance(block, dict)) + ".", ""]
     checks = gate.get("checks") or []
     if checks:
-        out += ["| set | versus | task | metric | student | reference | difference [95 % CI] "
-                "| n rows | status |", "|---|---|---|---|---|---|---|---|---|"]
+        out += ["| set | versus | task | metric | check | student | reference | difference "
+                "[95 % CI] | n rows | status |", "|---|---|---|---|---|---|---|---|---|---|"]
         for c in checks:
             ci = c.get("ci")
             interval = "–" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
             diff = "–" if c.get("diff") is None else f"{c['diff']:+.3f} {interval}"
             out.append(f"| {c['set']} | {c['versus']} | {c['task']} | {c['metric']} | "
-                       f"{_num(c.get('student'))} | {_num(c.get('reference'))} | {diff} | "
-                       f"{_num(c.get('n_rows'))} | {c['status']} |")
+                       f"{c.get('check') or '–'} | {_num(c.get('student'))} | "
+                       f"{_num(c.get('reference'))} | {diff} | {_num(c.get('n_rows'))} | "
+                       f"{c['status']} |")
     out += [f"- waiver: {w.get('metric')} on {w.get('set')}: {w.get('reason')}"
             for w in gate.get("waivers") or [] if isinstance(w, dict)]
     out += [f"- {p}" for p in gate.get("problems") or []]

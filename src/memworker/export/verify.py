@@ -11,9 +11,11 @@
    the retry fails). This runs in a child process, so a native llama.cpp crash is reported as a
    problem naming the file instead of killing the verifier.
 
-6. The release gate (`memworker.export.gate`): the student is not worse than the base on any
-   task's main metric beyond its interval, nor below the rules arm on extraction support, unless
-   the receipt records a reasoned waiver; a release whose receipt holds no evaluation fails
+6. The release gate (`memworker.export.gate`, recomputed from the receipt's evaluation): the
+   student is not worse than the base on any task's main metric beyond its interval, above the
+   rules arm at extraction support and coverage (paired interval above 0; on the natural set not
+   below), and not worse than the rules at consolidation and reflection beyond the interval,
+   unless the receipt records a reasoned waiver; a release whose receipt holds no evaluation fails
    (one line naming the evaluator command) unless `allow_unevaluated`. The gate needs no model,
    so it runs with `load=False` too (after the file checks, before loading the GGUFs).
 
