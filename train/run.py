@@ -22,6 +22,10 @@
     # resumes from its last checkpoint when the same command is given again
     python train/run.py --stage coding --fresh
 
+    # a chain longer than one sitting: stop with a checkpoint after M minutes (exit status 3),
+    # then save it to the tree and resume in the next sitting with train/sitting.py
+    python train/run.py --stage general --profile cpu-release --no-eval --sitting-minutes 160
+
 Stage settings live in train/stages/<stage>.yaml; every field is also a flag (`--help`).
 Flags override the YAML and its `--profile` block. Missing parent stages run first with the
 inherited flags (base, qlora, max length, steps/epochs, precision, threads, row limits).

@@ -10,6 +10,8 @@ Modules:
 - `model`    device choice, base loading (NF4 QLoRA or LoRA), warm start from a parent adapter
 - `loop`     the Trainer (answer-only loss on answer positions only), resume, the run itself
 - `lineage`  parent-run checks (receipt, base identity, adapter sha256)
+- `sitting`  training across sittings: each sitting's record, saving the latest checkpoint to
+             the tree and restoring it (`train/sitting.py`)
 - `report`   peak memory and the loss curve (the environment and the receipt file:
              `memworker.receipts`)
 - `mlx_path` the Apple path: wire data → mlx-lm chat JSONL + the `mlx_lm lora` command

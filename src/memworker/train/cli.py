@@ -9,6 +9,7 @@ import argparse
 import fcntl
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from memworker import registry
 from memworker.receipts import RECEIPT
 from memworker.train import config as tconfig
 from memworker.train import data as tdata
+from memworker.train import sitting as tsitting
 from memworker.train.lineage import LineageError, MissingParent
 
 EXPECTED = (tconfig.ConfigError, tdata.DataError, LineageError, registry.BaseUnavailable)
@@ -45,11 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="auto: mlx-lm on Apple silicon when installed, else torch")
     parser.add_argument("--mlx-export-only", action="store_true",
                         help="mlx backend: write the data and the mlx_lm command, do not run it")
+    parser.add_argument("--sitting-minutes", type=float, metavar="M",
+                        help="wall-clock budget of this sitting, from the command's start: the "
+                        "stage being trained stops at the end of the first optimizer step at or "
+                        "after M minutes with a checkpoint, unfinished (no receipt, no child "
+                        "stage, no export), and the command exits with status "
+                        f"{tsitting.SITTING_EXIT}; save the checkpoint with train/sitting.py "
+                        "and give the same command in the next sitting (train/README.md "
+                        "\"Training across sittings\"); not part of the stage config")
 
 
 def train(args: argparse.Namespace) -> tuple[int, dict[str, Any], Path | None]:
     """Seed first, then the chain up to `args.stage` and its summary line. Returns (exit status,
-    the stage receipt, its run folder); status 2 with the one-line error of an expected failure."""
+    the stage receipt, its run folder); status 2 with the one-line error of an expected failure,
+    `sitting.SITTING_EXIT` (3) when the sitting's budget stopped a stage before its last step
+    (its checkpoint is written; nothing after it ran)."""
+    deadline = (None if getattr(args, "sitting_minutes", None) is None
+                else time.time() + args.sitting_minutes * 60)
     overrides = tconfig.flag_overrides(args)
     from transformers import set_seed
 
@@ -57,10 +71,17 @@ def train(args: argparse.Namespace) -> tuple[int, dict[str, Any], Path | None]:
     from memworker.train.loop import RunError, finish_distributed
 
     try:
-        receipt, run_dir = run_chain(args, overrides)
+        if deadline is not None and args.sitting_minutes <= 0:
+            raise RunError(f"--sitting-minutes must be > 0, not {args.sitting_minutes:g}")
+        receipt, run_dir = run_chain(args, overrides, deadline)
     except (*EXPECTED, RunError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2, {}, None
+    except tsitting.SittingEnded as ended:
+        finish_distributed()
+        if ended.record:  # the main process
+            _sitting_summary(ended, args)
+        return tsitting.SITTING_EXIT, {}, None
     finish_distributed()
     if receipt:
         _summary(receipt, run_dir, args)
@@ -78,6 +99,18 @@ def _summary(receipt: dict[str, Any], run_dir: Path, args: argparse.Namespace) -
           f"{_fmt(res.get('final_train_loss'))}, val loss {_fmt(res.get('val_loss'))}, "
           f"{res.get('tokens_per_s') or res.get('tokens_per_s_estimate')} tok/s, "
           f"{res.get('s_per_step')} s/step — receipt {run_dir / RECEIPT}{copied}")
+
+
+def _sitting_summary(ended: tsitting.SittingEnded, args: argparse.Namespace) -> None:
+    rec = ended.record
+    print(f"train: sitting budget of {args.sitting_minutes:g} min reached: stage {ended.stage} "
+          f"stopped at step {rec.get('to_step')} of {rec.get('max_steps')} (steps "
+          f"{rec.get('from_step')}–{rec.get('to_step')} this sitting, {rec.get('runtime_s')} s); "
+          f"checkpoint {ended.run_dir / 'checkpoints' / rec.get('checkpoint', '?')}, recorded in "
+          f"{ended.run_dir / tsitting.SITTINGS}. The stage is not finished (no receipt, no "
+          "adapter): no later stage, export or evaluation ran")
+    for line in tsitting.next_steps(ended.run_dir, args.argv):
+        print(f"train: {line}")
 
 
 def _fmt(x: float | None) -> str:
@@ -127,7 +160,8 @@ def command_for(stage: str, args: argparse.Namespace, inherited: dict[str, Any])
     return shlex.join(parts)
 
 
-def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
+def run_chain(args: argparse.Namespace, overrides: dict[str, Any],
+              deadline: float | None = None):
     from memworker.train import loop, mlx_path
 
     inherited = {k: v for k, v in overrides.items() if k in tconfig.INHERITED_FLAGS}
@@ -146,6 +180,9 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
             raise registry.BaseUnavailable(f"base {base_model.key} needs a CUDA GPU; this "
                                            "machine has none")
     backend = pick_backend(args.backend)
+    if deadline is not None and backend == "mlx":
+        raise loop.RunError("--sitting-minutes stops the torch path's Trainer; mlx-lm runs "
+                            "in one go: train without it (or with --backend torch)")
     base = registry.prepare(target.base)
     runs_dir = Path(args.runs_dir)
     receipts_dir = Path(args.receipts_dir) if args.receipts_dir else None
@@ -175,7 +212,8 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any]):
                   "given": {k: v for k, v in vars(args).items()
                             if v not in (None, False) and k != "argv"}},
             fresh=args.fresh and is_target,
-            parent_hint=command_for(cfg.parent, args, inherited) if cfg.parent else "")
+            parent_hint=command_for(cfg.parent, args, inherited) if cfg.parent else "",
+            deadline=deadline, budget_minutes=getattr(args, "sitting_minutes", None))
         if backend == "mlx":
             receipt = mlx_path.run_mlx(req, base, execute=not args.mlx_export_only)
         else:

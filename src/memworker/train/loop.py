@@ -4,7 +4,9 @@ The loss is the mean cross-entropy over answer tokens (the labels that are not -
 over the whole accumulated batch (and across processes under `accelerate launch`). With
 `answer_logits_only` the vocabulary projection runs only at the positions whose next token is an
 answer token (`logits_to_keep` as a boolean mask): the same loss and gradients, less compute.
-Interrupted runs resume from the last checkpoint in `<run>/checkpoints`.
+Interrupted runs resume from the last checkpoint in `<run>/checkpoints`; a run given a sitting
+budget (`RunRequest.deadline`) stops with a checkpoint at the first optimizer step at or after it
+and raises `sitting.SittingEnded` (memworker.train.sitting: training across sittings).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from memworker.registry import PreparedBase
 from memworker.train import data as tdata
 from memworker.train import lineage, report
 from memworker.train import model as tmodel
+from memworker.train import sitting as tsitting
 from memworker.train.config import StageConfig, parse_task_shares
 
 
@@ -55,6 +58,8 @@ class RunRequest:
     fresh: bool = False
     parent_hint: str = ""  # the command that (re)builds the parent stage
     callbacks: list[TrainerCallback] = field(default_factory=list)  # tests: interrupt a run
+    deadline: float | None = None  # time.time() at which this sitting's budget ends (None: none)
+    budget_minutes: float | None = None  # the budget as given (--sitting-minutes), for the record
 
 
 class AnswerOnlySFTTrainer(SFTTrainer):
@@ -279,6 +284,44 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     return {"train": train, "val": val, "provenance": provenance}
 
 
+class SittingBudget(TrainerCallback):
+    """Ends a sitting: at the end of the first optimizer step at or after `deadline` (before the
+    last step), the Trainer saves a checkpoint and stops. Under `accelerate launch` every process
+    stops at the same step (the latest clock decides)."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+        self.stopped_at: int | None = None
+
+    def passed(self, args, state) -> bool:
+        late = time.time() >= self.deadline
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            flag = torch.tensor([int(late)], device=args.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            late = bool(flag.item())
+        return late
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step < state.max_steps and self.passed(args, state):
+            control.should_save = True
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+        return control
+
+
+class _SittingRecord(TrainerCallback):
+    """Each checkpoint of this sitting is noted in `<run>/sittings.json` (main process)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            tsitting.note_checkpoint(self.run_dir, state.global_step)
+
+
 class _Clock(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self.start_step, self.start_tokens, self.t0 = (state.global_step,
@@ -431,19 +474,26 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     paths.run_dir.mkdir(parents=True, exist_ok=True)
     if _is_main():  # the resolved config goes to disk before training starts
         doc = {**identity, "config": cfg.to_dict(), "base": base.identity, "args": req.args,
-               "device": device.to_dict(), "environment": receipts.environment()}
+               "device": device.to_dict(), "environment": receipts.environment(),
+               "parent_run_dir": str(paths.parent_dir) if cfg.parent else None}
         write_json(paths.run_dir / "config.json", doc)
+        tsitting.begin_sitting(paths.run_dir, tsitting.step_of(resume_from) if resume_from else 0,
+                               resume_from, req.budget_minutes)
 
     check_share_prefix_support(cfg)
     parent_adapter = paths.parent_dir / receipts.ADAPTER_DIR if cfg.parent else None
     model = tmodel.load_model(base, cfg, device, parent_adapter)
     clock = _Clock()
-    trainer = _make_trainer(req, device, model, tokenizer, train_enc, val_enc, clock)
+    budget = SittingBudget(req.deadline) if req.deadline is not None else None
+    trainer = _make_trainer(req, device, model, tokenizer, train_enc, val_enc,
+                            [clock, _SittingRecord(paths.run_dir)] + ([budget] if budget else []))
     if resume_from:
         print(f"train: resuming {cfg.name} from {resume_from}")
     result = trainer.train(resume_from_checkpoint=resume_from)
     runtime = time.time() - clock.t0
     state = trainer.state
+    if budget is not None and budget.stopped_at is not None and state.global_step < state.max_steps:
+        _end_sitting_unfinished(req, trainer, clock, runtime, result.metrics.get("train_loss"))
     last: dict[str, Any] = {}
     if not any("eval_loss" in h and h.get("step") == state.global_step for h in state.log_history):
         last = trainer.evaluate()  # the Trainer did not validate at the final step itself
@@ -458,6 +508,9 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
     trainer.model.save_pretrained(adapter_dir)
     state_path = paths.run_dir / "trainer_state.json"
     state.save_to_json(str(state_path))
+    sittings = tsitting.end_sitting(paths.run_dir, "finished",
+                                    **_sitting_fields(trainer, clock, runtime, val_loss),
+                                    mean_train_loss=result.metrics.get("train_loss"))
     receipt = {
         **receipt_core(req, base, parent, rows, train_stats, val_stats),
         "device": device.to_dict(),
@@ -467,12 +520,39 @@ def run_stage(req: RunRequest, base: PreparedBase) -> dict[str, Any]:
                                   result.metrics.get("train_loss"), val_loss),
         "memory_peak": report.peak_memory(scope=mem_scope),
         "trainer_state_sha256": report.file_sha(state_path),
+        "sittings": sittings,  # every sitting that trained this stage (memworker.train.sitting)
     }
     report.loss_curve(state.log_history, paths.run_dir / "loss.png",
                       f"{cfg.name} on {base.model.key}")
     receipts.write_receipt(receipt, paths.run_dir, paths.receipts_dir, cfg.name)
     _barrier()
     return receipt
+
+
+def _sitting_fields(trainer: AnswerOnlySFTTrainer, clock: _Clock, runtime: float,
+                    val_loss: float | None) -> dict[str, Any]:
+    """What sittings.json records of this sitting when it ends."""
+    state = trainer.state
+    return {"to_step": state.global_step, "max_steps": state.max_steps,
+            "runtime_s": round(runtime, 2),
+            "tokens": state.num_input_tokens_seen - clock.start_tokens, "val_loss": val_loss}
+
+
+def _end_sitting_unfinished(req: RunRequest, trainer: AnswerOnlySFTTrainer, clock: _Clock,
+                            runtime: float, mean_train_loss: float | None) -> None:
+    """The sitting's budget stopped the stage before its last step: record the sitting (its
+    checkpoint is written), write no receipt and no adapter, and raise SittingEnded."""
+    state, run_dir = trainer.state, req.paths.run_dir
+    evals = [h["eval_loss"] for h in state.log_history
+             if "eval_loss" in h and h.get("step", 0) > clock.start_step]
+    record: dict[str, Any] = {}
+    if trainer.is_world_process_zero():
+        fields = _sitting_fields(trainer, clock, runtime, evals[-1] if evals else None)
+        record = tsitting.end_sitting(
+            run_dir, "budget", **fields, mean_train_loss=mean_train_loss,
+            checkpoint=f"checkpoint-{state.global_step}")[-1]
+    _barrier()
+    raise tsitting.SittingEnded(req.cfg.name, run_dir, record)
 
 
 def _encode_splits(cfg: StageConfig, base: PreparedBase, tokenizer, rows: dict[str, Any],
@@ -516,7 +596,7 @@ def make_batch_sampler(cfg: StageConfig, train_enc: list) -> tdata.TaskBatchSamp
 
 
 def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, train_enc: list,
-                  val_enc: list, clock: _Clock) -> AnswerOnlySFTTrainer:
+                  val_enc: list, ours: list[TrainerCallback]) -> AnswerOnlySFTTrainer:
     """The TRL trainer, with one-task batches sharing their prompt opening when share_prefix
     (packed into one sequence when packing)."""
     cfg = req.cfg
@@ -528,7 +608,7 @@ def _make_trainer(req: RunRequest, device: tmodel.Device, model, tokenizer, trai
         eval_dataset=tdata.to_dataset(val_enc),
         data_collator=make_collator(cfg, tokenizer.pad_token_id),
         processing_class=tokenizer,
-        callbacks=[clock, *req.callbacks],
+        callbacks=[*ours, *req.callbacks],
         answer_logits_only=cfg.answer_logits_only,
         batch_sampler=sampler,
         step_tokens=step_tokens(cfg, train_enc, sampler),
