@@ -300,6 +300,32 @@ def test_reflect_rules():
             {"answer": "Lisbon", "citations": [], "insufficient_evidence": False}))
 
 
+@pytest.mark.parametrize("task,inputs,answer", [
+    ("consolidate", FACTS, {"observations": [
+        {"supports": ["B", "A"], "statement": "Ana is probably training for a marathon."}]}),
+    ("reflect", QUESTION, {"insufficient_evidence": False, "citations": ["E2"],
+                           "answer": "In Lisbon."}),
+    ("reflect", QUESTION, {"insufficient_evidence": True, "citations": [],
+                           "answer": "The evidence does not say."}),
+])
+def test_consolidate_and_reflect_round_trip_decisions_first(task, inputs, answer):
+    """The text the grammar writes (decisions before free text) decodes to the same answer,
+    which writes back to the same text; the old, text-first order of the same value (a teacher,
+    a decode without grammar) is read too, and its wire is reordered."""
+    text = dump_answer(task, answer)
+    assert text == json.dumps(answer, separators=SEPARATORS)  # `answer` is in wire order
+    result = decode(task, inputs, text)
+    assert result.output == answer and result.wire == answer
+    assert dump_answer(task, result.wire) == text
+    assert json.dumps(result.wire, separators=SEPARATORS) == text  # the wire keeps the order
+    old = {"answer": answer["answer"], "citations": answer["citations"],
+           "insufficient_evidence": answer["insufficient_evidence"]} if task == "reflect" else {
+        "observations": [{"statement": o["statement"], "supports": o["supports"]}
+                         for o in answer["observations"]]}
+    again = decode(task, inputs, json.dumps(old, separators=SEPARATORS))
+    assert again.output == answer and json.dumps(again.wire, separators=SEPARATORS) == text
+
+
 # --- parsing and truncation -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("raw,error", [

@@ -182,6 +182,66 @@ def test_reflect_insufficient_branch_forces_zero_citations():
     assert empty["anyOf"][0]["properties"]["insufficient_evidence"] == {"const": True}
 
 
+# --- decisions before free text (ARCHITECTURE decision 8) ----------------------------------------
+
+THREE_FACTS = {"facts": [{"id": "A", "statement": "Ana runs every morning."},
+                         {"id": "B", "statement": "Ana entered a marathon."},
+                         {"id": "C", "statement": "Ana bought running shoes."}]}
+TWO_EVIDENCE = {"question": "Where does the user live?", "asked_at": "2025-01-02T00:00:00Z",
+                "evidence": [{"id": "E1", "timestamp": "2025-01-01T00:00:00Z",
+                              "text": "I moved to Lisbon."},
+                             {"id": "E2", "timestamp": "2025-01-01T00:00:00Z", "text": "Nice."}]}
+
+
+def _old_order(text: str, keys: list[str]) -> str:
+    """The same value as `text`, each object's keys among `keys` in the given (old) order."""
+    def visit(value):
+        if isinstance(value, dict):
+            return {k: visit(value[k]) for k in sorted(value, key=lambda k: (
+                keys.index(k) if k in keys else -1))}
+        return [visit(v) for v in value] if isinstance(value, list) else value
+    return json.dumps(visit(json.loads(text)), ensure_ascii=False, separators=SEPARATORS)
+
+
+@pytest.mark.parametrize("limits", [None, *LIMIT_STAGES])
+def test_the_request_grammar_writes_decisions_before_free_text(limits):
+    """consolidate: an observation's supports before its statement; reflect: the abstain flag,
+    then the citations, then the answer. The dynamic schema keeps the static schema's order at
+    every limit stage, and the grammar refuses the same value in the old, text-first order."""
+    def build(task, inputs):
+        return build_schema(task, inputs, budget_tokens=None, limits=limits)
+
+    consolidate = build("consolidate", THREE_FACTS)
+    observation = consolidate["properties"]["observations"]["items"]
+    assert list(observation["properties"]) == ["supports", "statement"]
+    assert key_order("consolidate")["observation"] == ["supports", "statement"]
+    m = Matcher(schema_to_gbnf(consolidate))
+    text = dump_answer("consolidate", {"observations": [
+        {"statement": "Ana is probably training.", "supports": ["B", "A"]}]})
+    assert text == '{"observations":[{"supports":["B","A"],"statement":"Ana is probably training."}]}'
+    assert m.accepts(text)
+    assert not m.accepts(_old_order(text, ["statement", "supports"]))
+
+    reflect = build("reflect", TWO_EVIDENCE)
+    for branch in reflect["anyOf"]:
+        assert list(branch["properties"]) == ["insufficient_evidence", "citations", "answer"]
+    assert key_order("reflect")[""] == ["insufficient_evidence", "citations", "answer"]
+    m = Matcher(schema_to_gbnf(reflect))
+    for answer in ({"answer": "In Lisbon.", "citations": ["E1"], "insufficient_evidence": False},
+                   {"answer": "Not said.", "citations": [], "insufficient_evidence": True}):
+        text = dump_answer("reflect", answer)
+        assert text.startswith('{"insufficient_evidence":') and text.endswith(
+            f',"answer":"{answer["answer"]}"}}')
+        assert m.accepts(text)
+        assert not m.accepts(_old_order(text, ["answer", "citations", "insufficient_evidence"]))
+    # without evidence only the abstaining branch is left, in the same order
+    empty = build("reflect", {**TWO_EVIDENCE, "evidence": []})
+    assert [list(b["properties"]) for b in empty["anyOf"]] == [
+        ["insufficient_evidence", "citations", "answer"]]
+    assert Matcher(schema_to_gbnf(empty)).accepts(
+        '{"insufficient_evidence":true,"citations":[],"answer":"Not said."}')
+
+
 # --- subset of the static contract ----------------------------------------------------------------
 
 def _dedupe_ids(task, answer):

@@ -152,10 +152,13 @@ def test_integer_ranges_and_numbers():
 def test_anyof_of_whole_objects():
     schema = load_schema("reflect_output")
     m = Matcher(schema_to_gbnf(schema))
-    assert m.accepts('{"answer":"x","citations":["E1"],"insufficient_evidence":false}')
-    assert m.accepts('{"answer":"x","citations":[],"insufficient_evidence":true}')
-    assert not m.accepts('{"answer":"x","citations":[],"insufficient_evidence":false}')
-    assert not m.accepts('{"answer":"x","citations":["E1"],"insufficient_evidence":true}')
+    assert m.accepts('{"insufficient_evidence":false,"citations":["E1"],"answer":"x"}')
+    assert m.accepts('{"insufficient_evidence":true,"citations":[],"answer":"x"}')
+    assert not m.accepts('{"insufficient_evidence":false,"citations":[],"answer":"x"}')
+    assert not m.accepts('{"insufficient_evidence":true,"citations":["E1"],"answer":"x"}')
+    # properties in schema order only: the decision first (the old, text-first order is refused)
+    assert not m.accepts('{"answer":"x","citations":["E1"],"insufficient_evidence":false}')
+    assert not m.accepts('{"answer":"x","citations":[],"insufficient_evidence":true}')
 
 
 # --- fixed-order arrays (prefixItems: an extract claim, a quote pair) -----------------------------

@@ -99,15 +99,44 @@ def test_dump_answer_uses_schema_key_order_and_compact_separators():
     assert json.loads(text) == {"claims": [WIRE_ARRAY]}
     assert wire.dump_answer("extract", {"claims": [WIRE_ARRAY]}) == text  # arrays as written
     assert wire.key_order("extract") == {"": ["claims"], "claim": list(wire.CLAIM_FIELDS)}
-    assert wire.dump_answer("reflect", {"insufficient_evidence": True, "citations": [],
-                                        "answer": "Not known."}) == (
-        '{"answer":"Not known.","citations":[],"insufficient_evidence":true}')
+    # decisions before free text: the abstain flag, then the citations, then the answer; an
+    # observation's supports before its statement (given here in the old, text-first order)
+    assert wire.key_order("reflect") == {"": ["insufficient_evidence", "citations", "answer"]}
+    assert wire.key_order("consolidate") == {"": ["observations"],
+                                             "observation": ["supports", "statement"]}
+    assert wire.dump_answer("reflect", {"answer": "Not known.", "citations": [],
+                                        "insufficient_evidence": True}) == (
+        '{"insufficient_evidence":true,"citations":[],"answer":"Not known."}')
     assert wire.dump_answer("consolidate", {"observations": [
-        {"supports": ["F1", "F2"], "statement": "Ana is training."}]}) == (
-        '{"observations":[{"statement":"Ana is training.","supports":["F1","F2"]}]}')
+        {"statement": "Ana is training.", "supports": ["F1", "F2"]}]}) == (
+        '{"observations":[{"supports":["F1","F2"],"statement":"Ana is training."}]}')
     assert wire.SEPARATORS == (",", ":")
     assert ", " not in text and '": ' not in text
     assert "é" in wire.dump_answer("extract", {"claims": [wire_claim(value="Zoë's café")]})
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_consolidate_and_reflect_answers_are_ordered_decisions_first(reverse):
+    """A store or teacher may send any key order (the canonical contract's old one: free text
+    first); order_answer, to_wire and dump_answer write the decisions before the free text."""
+    def given(d):
+        return dict(reversed(list(d.items()))) if reverse else d
+
+    for answer in ({"answer": "In Lisbon.", "citations": ["E1"], "insufficient_evidence": False},
+                   {"answer": "Not said.", "citations": [], "insufficient_evidence": True}):
+        for out in (wire.order_answer("reflect", given(answer)),
+                    wire.to_wire("reflect", given(answer))):
+            assert out == answer and list(out) == ["insufficient_evidence", "citations", "answer"]
+    consolidate = {"observations": [given({"statement": "Ana probably trains.",
+                                           "supports": ["F2", "F1"]}),
+                                    given({"statement": "Ana likes tea.", "supports": ["F1", "F3"]})]}
+    for out in (wire.order_answer("consolidate", consolidate),
+                wire.to_wire("consolidate", consolidate)):
+        assert out == consolidate
+        assert [list(o) for o in out["observations"]] == [["supports", "statement"]] * 2
+    assert wire.dump_answer("consolidate", consolidate) == (
+        '{"observations":[{"supports":["F2","F1"],"statement":"Ana probably trains."},'
+        '{"supports":["F1","F3"],"statement":"Ana likes tea."}]}')
 
 
 def test_unknown_keys_are_refused():
@@ -246,24 +275,27 @@ def test_field_starts_of_an_extract_answer():
 def test_field_starts_of_a_consolidate_and_a_reflect_answer():
     text = wire.dump_answer("consolidate", {"observations": [
         {"statement": "Ana trains.", "supports": ["A", "B"]}]})
-    assert wire.field_starts(text) == [(16, "observations", True), (31, "statement", False),
-                                       (55, "supports", True)]
-    assert _checked_starts(text)[1] == ("statement", False, "Ana train")
+    assert wire.field_starts(text) == [(16, "observations", True), (29, "supports", True),
+                                       (52, "statement", False)]
+    assert _checked_starts(text)[1] == ("supports", True, '["A","B"]')
+    assert _checked_starts(text)[2] == ("statement", False, "Ana train")
     text = wire.dump_answer("reflect", {"answer": "Lisbon.", "citations": ["E1", "E2"],
                                         "insufficient_evidence": False})
-    assert wire.field_starts(text) == [(11, "answer", False), (32, "citations", True),
-                                       (68, "insufficient_evidence", False)]
-    assert _checked_starts(text)[2] == ("insufficient_evidence", False, "false}")
+    assert wire.field_starts(text) == [(25, "insufficient_evidence", False),
+                                       (43, "citations", True), (65, "answer", False)]
+    assert _checked_starts(text)[0] == ("insufficient_evidence", False, "false,\"ci")
+    assert _checked_starts(text)[2] == ("answer", False, 'Lisbon."}')
 
 
 @pytest.mark.parametrize("text", [
     '{"claims": []}',                                              # spaced (v2 separators)
-    '{"answer":"x","citations":[] ,"insufficient_evidence":true}',
-    '{"answer":"Zo\\u00eb","citations":[],"insufficient_evidence":true}',  # ensure_ascii
-    '{"observations":[{"statement":"s","supports":["A","B"]}]}\n',  # a trailing newline
+    '{"insufficient_evidence":true,"citations":[] ,"answer":"x"}',
+    '{"insufficient_evidence":true,"citations":[],"answer":"Zo\\u00eb"}',  # ensure_ascii
+    '{"observations":[{"supports":["A","B"],"statement":"s"}]}\n',  # a trailing newline
     json.dumps({"claims": [wire_claim()]}),                         # json.dumps defaults
-    '{"citations":[],"answer":"x","insufficient_evidence":true}',   # keys out of order
-    '{"observations":[{"supports":["A","B"],"statement":"s"}]}',
+    '{"citations":[],"insufficient_evidence":true,"answer":"x"}',   # keys out of order
+    '{"answer":"x","citations":[],"insufficient_evidence":true}',   # the old, text-first order
+    '{"observations":[{"statement":"s","supports":["A","B"]}]}',
     json.dumps({"claims": [wire_claim(array=False)]}, separators=(",", ":")),  # a record
 ])
 def test_field_starts_refuses_a_text_dump_answer_did_not_write(text):

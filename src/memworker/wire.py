@@ -29,6 +29,22 @@ and the corpus audit a wire claim is handled as a *record*, a dict with the fiel
 the compact separators `SEPARATORS` and keys in the schema's property order: the grammar
 enforces both, so training targets (`dump_answer`) use them.
 
+**Decisions before free text, for every task.** An answer commits to its graded choices before
+it writes free text, so a derailed sentence cannot delay or bury them (a v3 student wrote the
+statement / answer first, ran into repetitions with the graded choices still to come and scored
+consolidation 0/10, reflection 1/10 on val):
+
+    extract      a claim opens with its quotes (the span before its event index); its short,
+                 mostly copied name and value then precede kind, time expression and
+                 supersedes (CLAIM_FIELDS order)
+    consolidate  an observation's supports, then its statement: {"supports":[...],"statement":"…"}
+    reflect      {"insufficient_evidence":…,"citations":[...],"answer":"…"}: the fork (abstain or
+                 not) first, the citations before the answer text
+
+The order lives in the schema files (schemas/extract_wire, consolidate_output, reflect_output;
+both `anyOf` branches of reflect); `key_order` reads it there, so the grammar, `order_answer` and
+`dump_answer` follow it. A store or teacher may send keys in any order: `order_answer` reorders.
+
 This module only converts shapes and resolves dates; verification against the inputs (exact
 spans, known ids, secrets, untrusted sources) is the codec's job (memworker.inference).
 """
