@@ -216,3 +216,26 @@ def test_task_shares_must_name_exactly_the_rows_tasks(asked):
     with pytest.raises(tdata.DataError, match="name each of them once"):
         tdata.task_shares(rows, asked)
     assert all(enc.weights is None for enc in rows)  # nothing changed before the refusal
+
+
+def test_wire_rows_of_an_older_wire_form_are_refused(tmp_path):
+    """A corpus whose answers are not in the wire form this code writes (here: a reflection in the
+    order before decisions came first) is refused with the rebuild command; a current one loads."""
+    corpus = build_tiny_corpus(tmp_path / "c", episodes=6)
+    assert len(tdata.load_wire_rows(corpus, "train")) > 0
+    path = corpus / "wire" / "train.jsonl"
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    row = next(r for r in rows if r["task"] == "reflect")
+    answer = json.loads(row["messages"][-1]["content"])
+    old = {k: answer[k] for k in ("answer", "citations", "insufficient_evidence")}
+    row["messages"][-1]["content"] = json.dumps(old, separators=(",", ":"), ensure_ascii=False)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    from memworker.corpus.build import write_manifest
+    from memworker.hashing import sha256_file
+
+    manifest = json.loads((corpus / "manifest.json").read_text("utf-8"))
+    manifest["files"]["wire/train.jsonl"] = sha256_file(path)  # sealed, as an older build was
+    write_manifest(corpus, manifest)
+    with pytest.raises(tdata.DataError, match=f"row {row['id']} is not in the current wire form"
+                                              ".*python corpus/build.py --out"):
+        tdata.load_wire_rows(corpus, "train")

@@ -19,6 +19,7 @@ comparable across runs.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -68,9 +69,25 @@ def verify_corpus(folder: str | Path, domain: str = "general") -> dict[str, Any]
 
 
 def load_wire_rows(folder: str | Path, split: str) -> list[dict[str, Any]]:
+    """A split's wire rows; refuses rows whose answer is not in the wire form this code writes
+    (a corpus built by an older memworker: training on it would teach an order or shape the
+    grammar now refuses, and its decision weights would silently drop)."""
+    from memworker import wire
     from memworker.corpus import load_rows
 
-    return list(load_rows(folder, split, form="wire"))
+    rows = list(load_rows(folder, split, form="wire"))
+    for row in rows:
+        answer = row["messages"][-1]["content"]
+        try:
+            current = wire.dump_answer(row["task"], json.loads(answer))
+        except (ValueError, KeyError, TypeError) as exc:
+            current = f"not a wire answer ({exc})"
+        if current != answer:
+            raise DataError(f"{folder}: {split} row {row.get('id', '?')} is not in the current "
+                            f"wire form (a corpus built by an older memworker?); rebuild it: "
+                            f"`python corpus/build.py --out {folder} --seed 13` (add --domain "
+                            "coding for a coding corpus)")
+    return rows
 
 
 def split_sha256(manifest: dict[str, Any], split: str) -> str | None:
