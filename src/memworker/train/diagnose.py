@@ -297,25 +297,25 @@ def _lengths(args: argparse.Namespace) -> int:
     rows = split_rows(Path(args.corpus), args.split)
     prepared = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE)
     rows = rows[:args.rows] if args.rows else rows
-    found = answer_lengths(AutoTokenizer.from_pretrained(prepared.path), rows, args.cap)
+    tokenizer = AutoTokenizer.from_pretrained(prepared.path)
+    found = answer_lengths(tokenizer, rows, args.cap)
     for task, f in found.items():
         print(f"{args.split} {task}: {f['rows']} rows, gold answer tokens median {f['median']}, "
               f"p90 {f['p90']}, max {f['max']}; {f['over_cap']} over {args.cap}; "
               f"{f['tokens']} answer tokens in all, {f['share']:.1%} of the split's (the share "
               "of the gradient under --loss-scale epoch, before decision weights)")
     if args.decision_weight != 1.0 or args.task_shares:
-        found = {"lengths": found, "loss_shares": loss_shares(prepared, rows, args)}
+        found = {"lengths": found,
+                 "loss_shares": loss_shares(tokenizer, prepared.model.end_of_turn, rows, args)}
     if args.json:
         Path(args.json).write_text(json.dumps(found, indent=1) + "\n", "utf-8")
     return 0
 
 
-def loss_shares(prepared: Any, rows: list[dict[str, Any]], args: argparse.Namespace
-                ) -> dict[str, dict[str, Any]]:
+def loss_shares(tokenizer: Any, end_of_turn: str, rows: list[dict[str, Any]],
+                args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Each task's share of the training loss as a stage with --decision-weight and
     --task-shares weighs the rows (data.task_shares, as the run's receipt records it)."""
-    from transformers import AutoTokenizer
-
     from memworker.train import data as tdata
     from memworker.train.config import ConfigError, parse_task_shares
 
@@ -323,9 +323,7 @@ def loss_shares(prepared: Any, rows: list[dict[str, Any]], args: argparse.Namesp
         shares = parse_task_shares(args.task_shares)
     except ConfigError as exc:
         raise DiagnoseError(str(exc)) from None
-    tokenizer = AutoTokenizer.from_pretrained(prepared.path)
-    encoded, _ = tdata.encode_rows(tokenizer, rows, 1 << 20, prepared.model.end_of_turn,
-                                   args.decision_weight)
+    encoded, _ = tdata.encode_rows(tokenizer, rows, 1 << 20, end_of_turn, args.decision_weight)
     try:
         tasks = tdata.task_shares(encoded, shares)
     except tdata.DataError as exc:
