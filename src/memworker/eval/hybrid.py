@@ -1,0 +1,185 @@
+"""`python eval/hybrid.py`: what a hybrid rules-and-model worker would score, from an evaluation
+folder that holds a rules arm and a model arm.
+
+A hybrid worker runs the rules and the model on the same request and merges their answers before
+the codec. Both are deterministic (the rules by construction, a model arm at temperature 0 with a
+fixed seed), so the hybrid's answer to a row is a function of the two arms' answers already in the
+folder: this composes it from their samples — the two verified wire answers merged, the merged text
+decoded by the same codec (`memworker.inference.codec.decode`, the row's request schema) and graded
+by the same grader — and writes a new folder (config.json, samples.jsonl with the two arms and the
+hybrid, summary.json, report.md with the paired comparisons). It runs no model.
+
+Policies (per task):
+
+- extract `union`: the rules' claims, then the model's claims that say something the rules did not
+  (another subject, predicate family or value), up to the schema's claim limit;
+- extract `fill`: the rules' claims, then only those model claims whose quotes cite no event the
+  rules took a claim from (the model fills the sentences the rules cannot read);
+- extract, consolidate, reflect `rules` or `model`: that arm's answer as it is.
+
+A hybrid row's seconds are the two arms' seconds added (the worker runs both). Choose a policy on
+the val split only; on held-out, test and natural sets this describes a result.
+
+    python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/hybrid
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memworker import wire
+from memworker.eval.grade import _subject_keys, _value_key, predicate_family
+from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
+from memworker.hashing import canonical_json, write_json
+
+EXTRACT_POLICIES = ("union", "fill", "rules", "model")
+OTHER_POLICIES = ("rules", "model")
+
+
+def _says(record: dict[str, Any]) -> tuple[frozenset[str], str, str]:
+    """What a claim says: subject keys, predicate family (or the predicate), value key."""
+    family, _ = predicate_family(record["predicate"])
+    return (frozenset(_subject_keys(record["subject"]["name"])), family or record["predicate"],
+            _value_key(record["value"]))
+
+
+def _same(a: tuple[frozenset[str], str, str], b: tuple[frozenset[str], str, str]) -> bool:
+    return bool(a[0] & b[0]) and a[1] == b[1] and a[2] == b[2]
+
+
+def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] | None,
+                  policy: str, limit: int) -> dict[str, Any]:
+    """The merged wire extract answer (claims as arrays, the rules' first)."""
+    rules_claims = list((rules_wire or {}).get("claims", []))
+    model_claims = list((model_wire or {}).get("claims", []))
+    if policy == "rules":
+        return {"claims": rules_claims[:limit]}
+    if policy == "model":
+        return {"claims": model_claims[:limit]}
+    out = rules_claims[:limit]
+    said = [_says(wire.unpack_claim(c)) for c in out]
+    rule_events = {q["event"] for c in out for q in wire.unpack_claim(c)["quotes"]}
+    for claim in model_claims:
+        if len(out) >= limit:
+            break
+        record = wire.unpack_claim(claim)
+        says = _says(record)
+        if any(_same(says, s) for s in said):
+            continue
+        if policy == "fill" and {q["event"] for q in record["quotes"]} & rule_events:
+            continue
+        out.append(claim)
+        said.append(says)
+    return {"claims": out}
+
+
+def _claim_limit(schema: dict[str, Any]) -> int:
+    return int(schema["properties"]["claims"].get("maxItems", 0))
+
+
+def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any],
+                policies: dict[str, str], name: str) -> dict[str, Any]:
+    """The hybrid's sample for one row from the rules' and the model's samples of it."""
+    from memworker.inference import codec
+    from memworker.inference.schema import build_schema
+
+    task = row["task"]
+    policy = policies[task]
+    seconds = round(float(rules["seconds"]) + float(model["seconds"]), 4)
+    if task != "extract" or policy in ("rules", "model"):
+        source = rules if policy == "rules" else model
+        if task != "extract":
+            return {**source, "arm": name, "seconds": seconds}
+    schema = build_schema(task, row["input"])
+    merged = merge_extract(rules.get("wire"), model.get("wire"), policy, _claim_limit(schema))
+    raw = wire.dump_answer("extract", merged)
+    sample: dict[str, Any] = {
+        "arm": name, "id": row["id"], "episode": row["episode"], "task": task,
+        "prompt_sha256": model["prompt_sha256"], "schema_sha256": model["schema_sha256"],
+        "max_tokens": model["max_tokens"], "seconds": seconds}
+    try:
+        result = codec.decode(task, row["input"], raw, finish_reason="stop", schema=schema)
+    except codec.CodecError as exc:
+        sample.update(attempts=[{"raw": raw, "finish_reason": "stop", "error": str(exc)}],
+                      status="failed", output=None, wire=None, diagnostics=[],
+                      error={"type": type(exc).__name__, "kind": exc.kind, "message": str(exc)})
+    else:
+        sample.update(attempts=[{"raw": raw, "finish_reason": "stop", "error": None}],
+                      status="first_try", output=result.output, wire=result.wire,
+                      diagnostics=result.diagnostics, error=None)
+    sample["verdicts"] = grade_sample(row, sample)
+    return sample
+
+
+def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
+            rules: str = "rules", name: str = "hybrid", resamples: int = 2000) -> dict[str, Any]:
+    """Write the hybrid folder `to` from the evaluation folder `out_dir`; returns its summary."""
+    from memworker.eval.summary import report_markdown, summarise
+
+    config_path = out_dir / "config.json"
+    if not config_path.is_file():
+        raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
+    config = json.loads(config_path.read_text("utf-8"))
+    rows = load_eval_rows(config["corpus"]["path"], config["set"])
+    samples = read_samples(out_dir / SAMPLES)
+    by_arm: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in samples:
+        by_arm.setdefault(s["arm"], {})[s["id"]] = s
+    for arm in (rules, model):
+        if arm not in by_arm:
+            raise EvalError(f"{out_dir}: no samples of arm {arm!r} (arms: "
+                            f"{', '.join(sorted(by_arm)) or 'none'})")
+    if name in (rules, model):
+        raise EvalError(f"the hybrid's name {name!r} is already an arm's")
+    both = [r for r in rows if r["id"] in by_arm[rules] and r["id"] in by_arm[model]]
+    if not both:
+        raise EvalError(f"{out_dir}: no row has samples of both {rules!r} and {model!r}")
+    to.mkdir(parents=True, exist_ok=True)
+    out_samples = [by_arm[a][r["id"]] for a in (model, rules) for r in both]
+    out_samples += [compose_row(r, by_arm[rules][r["id"]], by_arm[model][r["id"]], policies, name)
+                    for r in both]
+    with open(to / SAMPLES, "wb") as fh:
+        for s in out_samples:
+            fh.write(canonical_json(s) + b"\n")
+    new_config = {**config, "arms": {model: config["arms"].get(model, model),
+                                     rules: config["arms"].get(rules, "rules"),
+                                     name: f"hybrid of {rules} and {model}: " + ", ".join(
+                                         f"{t} {p}" for t, p in policies.items())},
+                  "hybrid": {"from": str(out_dir), "rules": rules, "model": model,
+                             "policies": policies, "rows": len(both)}}
+    write_json(to / "config.json", new_config)
+    summary = summarise(both, out_samples, [model, rules, name], config=new_config,
+                        resamples=resamples)
+    write_json(to / "summary.json", summary)
+    (to / "report.md").write_text(report_markdown(summary), "utf-8")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="eval/hybrid.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="an evaluation folder with a rules and a model arm")
+    p.add_argument("--model", required=True, help="the model arm's name in that folder")
+    p.add_argument("--rules", default="rules", help="the rules arm's name (rules)")
+    p.add_argument("--to", required=True, help="the hybrid's folder (written)")
+    p.add_argument("--name", default="hybrid", help="the hybrid arm's name (hybrid)")
+    p.add_argument("--extract", default="union", choices=EXTRACT_POLICIES)
+    p.add_argument("--consolidate", default="rules", choices=OTHER_POLICIES)
+    p.add_argument("--reflect", default="rules", choices=OTHER_POLICIES)
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    args = p.parse_args(argv)
+    policies = {"extract": args.extract, "consolidate": args.consolidate, "reflect": args.reflect}
+    try:
+        summary = compose(Path(args.out), args.model, Path(args.to), policies, rules=args.rules,
+                          name=args.name, resamples=args.resamples)
+    except (EvalError, OSError, KeyError, ValueError) as exc:
+        print(f"eval/hybrid.py: error: {exc}", file=sys.stderr)
+        return 2
+    from memworker.eval.summary import table_lines
+
+    print("\n".join(table_lines(summary)))
+    print(f"wrote {args.to}/summary.json and report.md")
+    return 0
