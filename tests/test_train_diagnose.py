@@ -189,6 +189,10 @@ def test_anatomy_counts_every_answer_token_once(tiny, tmp_path, capsys):
     assert found["claims"] == sum(len(r["gold"]["claims"]) for r in rows)
     k, n = found["choices"]["subject_is_the_user_or_a_name_in_the_window"]
     assert n == found["claims"] and 0 <= k <= n
+    whole, quotes = found["choices"]["quote_is_a_whole_sentence_of_its_event"]
+    inside, quotes2 = found["choices"]["quote_lies_in_one_sentence_of_its_event"]
+    assert quotes == quotes2 == sum(len(c["quotes"]) for r in rows for c in r["gold"]["claims"])
+    assert 0 < whole <= inside <= quotes
     assert found["designs"]["b_answer_per_window"]["n"] == len(rows)
     assert "share per field" in capsys.readouterr().out
     assert D.main(["--anatomy", "--base", str(base), "--corpus", str(corpus),

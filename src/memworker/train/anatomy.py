@@ -31,6 +31,7 @@ from collections import Counter
 from typing import Any
 
 from memworker import wire
+from memworker.corpus.behaviours import split_sentences
 from memworker.textnorm import bare_name
 
 
@@ -182,8 +183,15 @@ def lever_lengths(count, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def choice_shares(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
     """{what: [gold claims where it holds, gold claims]}."""
     value_in_quote = subject_candidate = values = claims = 0
+    quotes = whole_sentence = one_sentence = 0
     for row in rows:
         events = row["input"]["events"]
+        for c in row["gold"]["claims"]:
+            for i, quote in zip(c["source_indices"], c["quotes"], strict=True):
+                sentences = split_sentences(events[i]["text"])
+                quotes += 1
+                whole_sentence += quote in sentences
+                one_sentence += any(quote in s for s in sentences)
         window = " ".join(e["text"] for e in events) + " " + " ".join(
             f["statement"] for f in row["input"]["existing_facts"])
         for c in row["gold"]["claims"]:
@@ -194,7 +202,11 @@ def choice_shares(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
                 values += 1
                 value_in_quote += any(c["value"].casefold() in q.casefold() for q in c["quotes"])
     return {"value_is_a_span_of_its_quotes": [value_in_quote, values],
-            "subject_is_the_user_or_a_name_in_the_window": [subject_candidate, claims]}
+            "subject_is_the_user_or_a_name_in_the_window": [subject_candidate, claims],
+            # a quote could be chosen as [event, sentence] instead of written (the codec would
+            # quote the whole sentence: still an exact span of the event the grader checks)
+            "quote_is_a_whole_sentence_of_its_event": [whole_sentence, quotes],
+            "quote_lies_in_one_sentence_of_its_event": [one_sentence, quotes]}
 
 
 # --- one decision at a time ---------------------------------------------------------------------
