@@ -90,10 +90,9 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
     task = row["task"]
     policy = policies[task]
     seconds = round(float(rules["seconds"]) + float(model["seconds"]), 4)
-    if task != "extract" or policy in ("rules", "model"):
+    if task != "extract":
         source = rules if policy == "rules" else model
-        if task != "extract":
-            return {**source, "arm": name, "seconds": seconds}
+        return {**source, "arm": name, "seconds": seconds}
     schema = build_schema(task, row["input"])
     merged = merge_extract(rules.get("wire"), model.get("wire"), policy, _claim_limit(schema))
     raw = wire.dump_answer("extract", merged)

@@ -186,16 +186,15 @@ def choice_shares(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
     quotes = whole_sentence = one_sentence = 0
     for row in rows:
         events = row["input"]["events"]
+        window = " ".join(e["text"] for e in events) + " " + " ".join(
+            f["statement"] for f in row["input"]["existing_facts"])
         for c in row["gold"]["claims"]:
+            claims += 1
             for i, quote in zip(c["source_indices"], c["quotes"], strict=True):
                 sentences = split_sentences(events[i]["text"])
                 quotes += 1
                 whole_sentence += quote in sentences
                 one_sentence += any(quote in s for s in sentences)
-        window = " ".join(e["text"] for e in events) + " " + " ".join(
-            f["statement"] for f in row["input"]["existing_facts"])
-        for c in row["gold"]["claims"]:
-            claims += 1
             name = bare_name(c["subject"]["name"])
             subject_candidate += name == "the user" or name in window
             if c["value"] is not None:
