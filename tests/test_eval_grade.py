@@ -296,3 +296,37 @@ def test_gold_answers_of_a_tiny_corpus_grade_perfect(tiny_corpus):
         assert not any(v["safety"].values()) and not v["safety_raw"]["secrets_written"]
         if row["task"] == "extract":
             assert v["temporal"]["before"] == v["temporal"]["after"] == {}
+
+
+@pytest.mark.parametrize("expected,content", [
+    ("From the evidence: Ana (the user's sister) lives in Lisbon.",
+     "Ana (the user's sister) lives in Lisbon."),
+    ("Ana (the user's sister) lives in Lisbon. That is the latest information.",
+     "Ana (the user's sister) lives in Lisbon."),
+    ("As far as the records go, she lives in Lisbon.", "she lives in Lisbon."),
+    ("From the evidence: On 2025-03-02, 8 days before the question.", "2025-03-02 8"),
+    ("Ana (the user's sister) lives in Lisbon.", "Ana (the user's sister) lives in Lisbon."),
+    ("Yes, she still lives in Lisbon.", "Yes, she still lives in Lisbon."),  # no template
+])
+def test_answer_content_drops_the_templates_wording(expected, content):
+    assert G.answer_content(expected) == content
+
+
+def test_reflect_answer_is_not_asked_for_the_templates_random_wording():
+    """The corpus draws an answer's wording ("From the evidence: …", "… That is the latest
+    information.") at random per row: an answer that states the content is right whichever
+    wording the gold drew, and one that leaves out the content is wrong with any wording."""
+    for wording in ("From the evidence: {x}", "{X} That is the latest information.",
+                    "As far as the records go, {x}", "{X} (as stated)"):
+        gold = wording.format(X="Ana (the user's sister) lives in Lisbon.",
+                              x="she lives in Lisbon.")
+        row = {**REFLECT, "truth": {**REFLECT["truth"], "expected_answer": gold}}
+        assert run(row, reflect("She lives in Lisbon.", ["E1"]))["metrics"][
+            "reflect_answer"] == [1, 1], wording
+        assert run(row, reflect("From the evidence: she lives somewhere.", ["E1"]))["metrics"][
+            "reflect_answer"] == [0, 1], wording
+    ago = {**REFLECT, "truth": {**REFLECT["truth"], "stale": [], "expected_answer":
+                                "From the evidence: On 2025-03-02, 8 days before the question."}}
+    assert run(ago, reflect("On 2025-03-02, 8 days ago.", ["E1"]))["metrics"][
+        "reflect_answer"] == [1, 1]
+    assert run(ago, reflect("On 2025-03-02.", ["E1"]))["metrics"]["reflect_answer"] == [0, 1]

@@ -65,7 +65,8 @@ METRIC_HELP = {
     "consolidate_correct": "observations' support sets equal the world state's, each with >= 2 "
                            "distinct facts; no observation when none is due (rows)",
     "reflect_correct": "answer, citations and the insufficient_evidence flag all right (rows)",
-    "reflect_answer": "answer states the expected answer's key words and no outdated value "
+    "reflect_answer": "answer states the key words of the expected answer's content (not its "
+                      "template's wording) and no outdated value "
                       "(answerable rows)",
     "reflect_citations": "citations are a non-empty subset of the gold evidence ids and cite no "
                          "injected evidence (answerable rows)",
@@ -340,15 +341,55 @@ def grade_consolidate(row: dict[str, Any], output: dict[str, Any] | None) -> dic
             "counts": {"observations": len(predicted), "gold_observations": len(gold)}}
 
 
+#: the corpus's reflect answer templates (memworker.corpus.templates) whose wording around the
+#: content is drawn at random per row ("From the evidence: {x}", "{X} That is the latest
+#: information."): only what fills their slots is the answer
+ANSWER_TEMPLATES = ("a.fact", "a.about", "a.date", "a.ago")
+_SLOT = re.compile(r"\{[A-Za-z]\}")
+
+
+def _template_patterns() -> list[re.Pattern[str]]:
+    from memworker.corpus.templates import T
+    patterns = []
+    for key in ANSWER_TEMPLATES:
+        for template in T[key]:
+            pieces = _SLOT.split(template)
+            if not "".join(pieces).strip():
+                continue  # "{X}": nothing around the content
+            body = "(.+?)".join(re.escape(p) for p in pieces)
+            patterns.append((len("".join(pieces)), re.compile(rf"^{body}$", re.I | re.S)))
+    return [p for _, p in sorted(patterns, key=lambda lp: -lp[0])]  # most wording first
+
+
+_PATTERNS: list[re.Pattern[str]] = []
+
+
+def answer_content(expected: str) -> str:
+    """The content of a corpus expected answer: the text in its template's slots, without the
+    template's own wording (drawn at random per row, so no answer can be expected to repeat it).
+    An answer no template produced (the natural set's, a teacher's) is returned whole."""
+    if not _PATTERNS:
+        _PATTERNS.extend(_template_patterns())
+    text = expected.strip()
+    for _ in range(3):  # a templated answer may wrap another ("From the evidence: On {E}, …")
+        m = next((m for p in _PATTERNS if (m := p.match(text))), None)
+        if m is None:
+            break
+        text = " ".join(m.groups()).strip()
+    return text
+
+
 def _key_words(expected: str, question: str) -> set[str]:
     q = {stem(w) for w in norm(question).split()}
-    words = {stem(w) for w in norm(expected).split()} - q - {stem(s) for s in _STOP}
+    words = {stem(w) for w in norm(answer_content(expected)).split()} - q - {
+        stem(s) for s in _STOP}
     return words
 
 
 def answer_match(answer: str, truth: dict[str, Any], question: str) -> bool:
-    """The answer holds every key word of the expected answer (its words not already in the
-    question, function words dropped; plural/verb endings ignored) and no outdated value."""
+    """The answer holds every key word of the expected answer (the words of its content,
+    `answer_content`, not already in the question, function words dropped; plural/verb endings
+    ignored) and no outdated value."""
     if any(mentions(answer, stale) for stale in truth.get("stale", [])):
         return False
     have = {stem(w) for w in norm(answer).split()}
