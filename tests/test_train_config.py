@@ -69,8 +69,9 @@ def _write(tmp_path, text: str):
     ("name: x\nprofiles:\n  cpu:\n    max_steps: 3\n    max_steps: 4\n", "appears twice"),
     ("name: x\ntask_shares: extract=1,summarise=1\n", "unknown task 'summarise'"),
     ("name: x\ntask_shares: extract=1,extract=2\n", "extract is given twice"),
-    ("name: x\ntask_shares: extract=0,reflect=1\n", "must be a number > 0"),
-    ("name: x\ntask_shares: extract=nan,reflect=1\n", "must be a number > 0"),
+    ("name: x\ntask_shares: extract=-1,reflect=1\n", "must be a number >= 0"),
+    ("name: x\ntask_shares: extract=nan,reflect=1\n", "must be a number >= 0"),
+    ("name: x\ntask_shares: extract=0,reflect=0\n", "every share is 0"),
     ("name: x\ntask_shares: extract\n", "is not task=share"),
 ])
 def test_bad_stage_files_are_refused(tmp_path, text, message):

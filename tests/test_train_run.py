@@ -261,3 +261,24 @@ def test_accelerate_launch_with_two_cpu_processes(work, assets):
     single = json.loads(Path("runs/single/receipt.json").read_text())
     assert single["device"]["world_size"] == 1
     assert abs(ddp["result"]["val_loss"] - single["result"]["val_loss"]) < 1e-4
+
+
+def test_a_task_with_share_0_is_left_out_of_training_and_validation(assets):
+    """`--task-shares extract=0,...`: the stage trains and validates on the other tasks only, and
+    its provenance names the task left out."""
+    from memworker.train import config as tconfig
+
+    def prepared(shares: str) -> dict:
+        cfg = tconfig.load_stage("coding", overrides={
+            "corpus": str(assets["coding"]), "task_shares": shares, "val_rows": 4})
+        return tloop.prepare_data(cfg)
+
+    everything = prepared("")
+    assert {r["task"] for r in everything["train"]} == {"extract", "consolidate", "reflect"}
+    some = prepared("extract=0,consolidate=1,reflect=1")
+    assert {r["task"] for r in some["train"]} == {"consolidate", "reflect"}
+    assert {r["task"] for r in some["val"]} <= {"consolidate", "reflect"}
+    assert len(some["val"]) == 4  # val_rows counts the rows of the trained tasks
+    assert some["train"] == [r for r in everything["train"] if r["task"] != "extract"]
+    assert some["provenance"]["left_out_tasks"] == ["extract"]
+    assert "left_out_tasks" not in everything["provenance"]

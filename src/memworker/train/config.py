@@ -178,7 +178,8 @@ FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 def parse_task_shares(text: str) -> dict[str, float]:
     """`extract=2,consolidate=1,reflect=1` → {task: share}, normalised to sum 1 ({} for "").
-    Raises ConfigError for an unknown or repeated task, a share that is not a number > 0, or a
+    A share of 0 leaves the task's rows out of the stage (`left_out_tasks`). Raises ConfigError
+    for an unknown or repeated task, a share that is not a number >= 0, every share 0, or a
     malformed item. Which tasks the train rows hold is checked when they are encoded."""
     if not text.strip():
         return {}
@@ -197,12 +198,19 @@ def parse_task_shares(text: str) -> dict[str, float]:
             share = float(value)
         except ValueError:
             share = float("nan")
-        if not share > 0 or share == float("inf"):
-            raise ConfigError(f"task_shares: {name}'s share must be a number > 0, not "
+        if not share >= 0 or share == float("inf"):
+            raise ConfigError(f"task_shares: {name}'s share must be a number >= 0, not "
                               f"{value.strip()!r}")
         shares[name] = share
     total = sum(shares.values())
+    if not total > 0:
+        raise ConfigError("task_shares: every share is 0; at least one task must be trained")
     return {name: share / total for name, share in shares.items()}
+
+
+def left_out_tasks(text: str) -> set[str]:
+    """The tasks whose share is 0: their rows are left out of the stage (train and val)."""
+    return {name for name, share in parse_task_shares(text).items() if share == 0}
 
 
 def flag_name(field_name: str) -> str:

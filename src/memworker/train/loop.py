@@ -32,7 +32,7 @@ from memworker.train import data as tdata
 from memworker.train import lineage, report
 from memworker.train import model as tmodel
 from memworker.train import sitting as tsitting
-from memworker.train.config import StageConfig, parse_task_shares
+from memworker.train.config import StageConfig, left_out_tasks, parse_task_shares
 
 
 class RunError(ValueError):
@@ -258,8 +258,10 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         raise RunError(f"stage {cfg.name} pins corpus manifest sha256 {cfg.corpus_sha256}, but "
                        f"{corpus}/manifest.json is {manifest_sha256}: point --corpus at the pinned "
                        "corpus, or change corpus_sha256 in the stage YAML (--corpus-sha256)")
-    train = _load_split(corpus, "train", cfg.seed)
-    val = _load_split(corpus, "val", cfg.seed, cfg.val_rows)
+    left_out = left_out_tasks(cfg.task_shares)  # a task with share 0: not trained, nor validated
+    train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
+    val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
+    val = val[: cfg.val_rows] if cfg.val_rows else val
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
         "manifest_sha256": manifest_sha256,
@@ -268,7 +270,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     if cfg.replay_fraction > 0:
         replay_dir = Path(cfg.replay_corpus)
         replay_manifest = tdata.verify_corpus(replay_dir, "coding")
-        pool = tdata.seeded_order(tdata.load_wire_rows(replay_dir, "train"), cfg.seed, "replay")
+        pool = [r for r in tdata.seeded_order(tdata.load_wire_rows(replay_dir, "train"),
+                                               cfg.seed, "replay") if r["task"] not in left_out]
         n = min(len(pool), tdata.replay_count(len(train), cfg.replay_fraction))
         provenance["replay"] = {
             "corpus": str(replay_dir), "rows": n, "fraction": round(n / (n + len(train)), 4),
@@ -276,6 +279,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
             "split_sha256": {"train": tdata.split_sha256(replay_manifest, "train")},
         }
         train = tdata.seeded_order(train + pool[:n], cfg.seed, "mix")
+    if left_out:
+        provenance["left_out_tasks"] = sorted(left_out)
     if cfg.train_rows:
         train = train[: cfg.train_rows]
     if not train or not val:
@@ -564,7 +569,8 @@ def _encode_splits(cfg: StageConfig, base: PreparedBase, tokenizer, rows: dict[s
                                                cfg.decision_weight)
     val_enc, val_stats = tdata.encode_rows(tokenizer, rows["val"], cfg.max_length, eot)
     if train_enc:
-        train_stats.tasks = tdata.task_shares(train_enc, parse_task_shares(cfg.task_shares))
+        shares = {t: v for t, v in parse_task_shares(cfg.task_shares).items() if v > 0}
+        train_stats.tasks = tdata.task_shares(train_enc, shares)
         print("train: task shares of the loss " + ", ".join(
             f"{t} {v['share']:.3f} (natural {v['natural_share']:.3f})"
             for t, v in train_stats.tasks.items()))
