@@ -191,3 +191,21 @@ def test_max_tokens_cap_applies_to_every_attempt(tiny_corpus):
     assert sample["verdicts"]["metrics"]["schema_accepted"] == [0, 1]
     uncapped = runner.run_row(ReplayBackend(["{}"] * 2), row, runner.Sampler())
     assert uncapped["max_tokens"] > 7
+
+
+def test_task_runs_only_that_tasks_rows(tiny_corpus, tmp_path, capsys):
+    """`--task consolidate --task reflect`: only those rows run, are summarised and recorded;
+    an unknown task is refused by the parser."""
+    out = tmp_path / "run"
+    common = ["--arm", "rules", "--set", "test", "--corpus", str(tiny_corpus), "--out", str(out),
+              "--resamples", "50", "--no-plots", "--no-progress"]
+    assert main([*common, "--task", "reflect", "--task", "consolidate", "--limit", "3"]) == 0
+    samples = runner.read_samples(out / runner.SAMPLES)
+    assert len(samples) == 3 and {s["task"] for s in samples} <= {"consolidate", "reflect"}
+    config = json.loads((out / "config.json").read_text())
+    assert config["tasks"] == ["consolidate", "reflect"] and config["limit"] == 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rows"] == 3 and set(summary["rows_per_task"]) <= {"consolidate", "reflect"}
+    with pytest.raises(SystemExit):
+        main([*common, "--task", "summarise"])
+    assert "invalid choice: 'summarise'" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from memworker.contracts import TASKS
 from memworker.eval import runner
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.hashing import write_json
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "natural)")
     p.add_argument("--out", required=True, help="output folder (resumes if samples exist)")
     p.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    p.add_argument("--task", action="append", default=None, choices=TASKS,
+                   help="only the rows of this task (repeat for several; default: every task); "
+                        "--limit then counts those rows")
     p.add_argument("--n-ctx", type=int, default=4096, help="context window of every model arm")
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default ≤ 2)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
@@ -160,12 +164,15 @@ def _plan(args: argparse.Namespace) -> Plan:
                                   else "data/corpus"))
     rows = runner.load_eval_rows(corpus, args.set)
     rows_in_set = len(rows)
+    if args.task:
+        rows = [r for r in rows if r["task"] in args.task]
     if args.limit is not None:
         rows = rows[: args.limit]
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
-              "rows_in_set": rows_in_set,
+              "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task
+                                             else {}),
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
@@ -183,7 +190,9 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
         write_json(out / "config.json", config)
     elif (out / "config.json").is_file():   # the configuration the samples were made with
         config = {**json.loads((out / "config.json").read_text("utf-8")),
-                  "resummarised_with": {"arms": config["arms"], "limit": args.limit}}
+                  "resummarised_with": {"arms": config["arms"], "limit": args.limit,
+                                        **({"tasks": config["tasks"]} if "tasks" in config
+                                           else {})}}
     speed = {}
     for arm in [] if args.no_run else arms:
         record = runner.run_arm(arm, rows, out, sampler, progress=not args.no_progress)
