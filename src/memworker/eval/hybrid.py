@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker import wire
-from memworker.eval.grade import _subject_keys, _value_key, predicate_family
+from memworker.eval.grade import _value_key, predicate_match, subject_match
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.hashing import canonical_json, write_json
 
@@ -40,15 +40,16 @@ EXTRACT_POLICIES = ("union", "fill", "rules", "model")
 OTHER_POLICIES = ("rules", "model")
 
 
-def _says(record: dict[str, Any]) -> tuple[frozenset[str], str, str]:
-    """What a claim says: subject keys, predicate family (or the predicate), value key."""
-    family, _ = predicate_family(record["predicate"])
-    return (frozenset(_subject_keys(record["subject"]["name"])), family or record["predicate"],
-            _value_key(record["value"]))
+def _says(record: dict[str, Any]) -> tuple[str, str, str]:
+    """What a claim says: subject name, predicate, value key."""
+    return record["subject"]["name"], record["predicate"], _value_key(record["value"])
 
 
-def _same(a: tuple[frozenset[str], str, str], b: tuple[frozenset[str], str, str]) -> bool:
-    return bool(a[0] & b[0]) and a[1] == b[1] and a[2] == b[2]
+def _same(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
+    """Two claims say the same fact by the grader's own matchers (`grade.claim_matches`:
+    subject, predicate family and value), read both ways."""
+    return a[2] == b[2] and (subject_match(a[0], b[0]) or subject_match(b[0], a[0])) and (
+        predicate_match(a[1], b[1]) or predicate_match(b[1], a[1]))
 
 
 def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] | None,
