@@ -79,7 +79,8 @@ class StageConfig:
                          "every step; train/README.md \"The fork is set by batch lengths\")")
     task_shares: str = _f("", "each task's share of the training loss, e.g. "
                           "extract=0.5,consolidate=0.25,reflect=0.25 (every task of the train "
-                          "rows named once, shares > 0, normalised to sum 1): a task's answer-token "
+                          "rows named once, shares >= 0, normalised to sum 1; a share of 0 leaves the "
+                          "task's rows out of the stage, train and val): a task's answer-token "
                           "weights are scaled so that they sum to that share of all answer-token "
                           "weights, the total unchanged; exact per step with loss_scale epoch "
                           "(empty: the tasks' natural shares; either way the receipt's "
