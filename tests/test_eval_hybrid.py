@@ -112,3 +112,45 @@ def test_bad_requests_get_a_clear_error(tiny_corpus, tmp_path, args, message):
                            "m", "--to", str(tmp_path / "y")], cwd=ROOT, capture_output=True,
                           text=True)
     assert none.returncode == 2 and "no config.json" in none.stderr
+
+
+def test_derived_reads_the_choices_from_the_models_own_text(tiny_corpus, tmp_path):
+    """`--consolidate derived --reflect derived`: a model that states the gold text but writes
+    the wrong ids (here: the gold with its citations and supports replaced) gets them right
+    once they are read from its text; as it is, it does not."""
+    from memworker import derive
+
+    out = tmp_path / "ev"
+    assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),
+                      "--out", str(out), "--no-progress", "--no-plots"]) == 0
+    _oracle_samples(tiny_corpus, out)
+    samples = runner.read_samples(out / runner.SAMPLES)
+    rows = {r["id"]: r for r in runner.load_eval_rows(tiny_corpus, "val")}
+    with open(out / runner.SAMPLES, "wb") as fh:   # the oracle writes wrong ids
+        for s in samples:
+            wrong = None
+            if s["arm"] == "oracle" and s["task"] == "reflect" and s["wire"]["citations"]:
+                wrong = {**s["wire"], "citations": [], "insufficient_evidence": True}
+            if s["arm"] == "oracle" and s["task"] == "consolidate" and s["wire"]["observations"]:
+                ids = [f["id"] for f in rows[s["id"]]["input"]["facts"]]
+                wrong = {"observations": [{**o, "supports": ids[:2] if sorted(o["supports"]) !=
+                                           sorted(ids[:2]) else ids[1:3]}
+                                          for o in s["wire"]["observations"]]}
+            if wrong is not None:
+                result = codec.decode(s["task"], rows[s["id"]]["input"],
+                                      wire.dump_answer(s["task"], wrong))
+                s = {**s, "wire": result.wire, "output": result.output}
+                s["verdicts"] = runner.grade_sample(rows[s["id"]], s)
+            fh.write(canonical_json(s) + b"\n")
+    policies = {"extract": "model", "consolidate": "derived", "reflect": "derived"}
+    summary = compose(out, "oracle", tmp_path / "hy", policies, resamples=200)
+    for task, metric in (("consolidate", "consolidate_correct"), ("reflect", "reflect_citations")):
+        m = _metric(summary, "hybrid", task, metric)
+        assert m["num"] == m["den"] > 0, (task, m)
+        as_is = _metric(summary, "oracle", task, metric)
+        assert as_is["num"] < as_is["den"], (task, as_is)   # the written ids were wrong
+    derived = [s for s in runner.read_samples(tmp_path / "hy" / runner.SAMPLES)
+               if s["arm"] == "hybrid" and s["task"] == "reflect"]
+    for s in derived:   # the derived citations are the gold's, read from the answer
+        assert s["output"]["citations"] == derive.derive_citations(
+            s["output"]["answer"], rows[s["id"]]["input"]["evidence"])

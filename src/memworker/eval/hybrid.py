@@ -15,7 +15,12 @@ Policies (per task):
   (another subject, predicate family or value), up to the schema's claim limit;
 - extract `fill`: the rules' claims, then only those model claims whose quotes cite no event the
   rules took a claim from (the model fills the sentences the rules cannot read);
-- extract, consolidate, reflect `rules` or `model`: that arm's answer as it is.
+- extract, consolidate, reflect `rules` or `model`: that arm's answer as it is;
+- consolidate, reflect `derived`: the model's answer with its choices read from its own text
+  (`memworker.derive`): an observation's supports are the facts its statement states, a
+  reflection's citations the evidence its answer states, and an answer that states none
+  abstains. The model's written supports, citations and flag are ignored. It is a function of
+  the model's raw answer alone, so it is what a worker whose codec derived them would score.
 
 A hybrid row's seconds are the two arms' seconds added (the worker runs both). Choose a policy on
 the val split only; on held-out, test and natural sets this describes a result.
@@ -31,13 +36,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker import wire
+from memworker import derive, wire
 from memworker.eval.grade import _value_key, predicate_match, subject_match
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.hashing import canonical_json, write_json
 
 EXTRACT_POLICIES = ("union", "fill", "rules", "model")
-OTHER_POLICIES = ("rules", "model")
+OTHER_POLICIES = ("rules", "model", "derived")
 
 
 def _says(record: dict[str, Any]) -> tuple[str, str, str]:
@@ -91,12 +96,20 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
     task = row["task"]
     policy = policies[task]
     seconds = round(float(rules["seconds"]) + float(model["seconds"]), 4)
-    if task != "extract":
+    if task != "extract" and policy != "derived":
         source = rules if policy == "rules" else model
         return {**source, "arm": name, "seconds": seconds}
     schema = build_schema(task, row["input"])
-    merged = merge_extract(rules.get("wire"), model.get("wire"), policy, _claim_limit(schema))
-    raw = wire.dump_answer("extract", merged)
+    if task == "extract":
+        merged = merge_extract(rules.get("wire"), model.get("wire"), policy,
+                               _claim_limit(schema))
+    elif model.get("wire") is None:  # the model's answer failed: nothing to read choices from
+        return {**model, "arm": name, "seconds": float(model["seconds"])}
+    else:
+        merged = (derive.derive_consolidate if task == "consolidate"
+                  else derive.derive_reflect)(model["wire"], row["input"])
+        seconds = float(model["seconds"])  # the model alone: the rules do not run
+    raw = wire.dump_answer(task, merged)
     sample: dict[str, Any] = {
         "arm": name, "id": row["id"], "episode": row["episode"], "task": task,
         "prompt_sha256": model["prompt_sha256"], "schema_sha256": model["schema_sha256"],

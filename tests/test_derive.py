@@ -1,0 +1,81 @@
+"""memworker.derive: a reflection's citations and abstention read from the evidence its answer
+states, an observation's supports from the facts its statement states."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from memworker import derive
+from memworker.corpus import load_rows
+
+EVIDENCE = [{"id": "E1", "text": "Ana (the user's sister) lives in Lisbon."},
+            {"id": "E2", "text": "The user went to a gig with Grace (the user's neighbour). "
+                                 "Date: 2025-03-09."},
+            {"id": "E3", "text": "The user likes tea."}]
+FACTS = [{"id": "F1", "statement": "Gus (the user's teammate) plays the harp."},
+         {"id": "F2", "statement": "Gus (the user's teammate) works as a software tester."},
+         {"id": "F3", "statement": "The user commutes by tram."},
+         {"id": "F4", "statement": "The user is on the security team."}]
+
+
+@pytest.mark.parametrize("answer,cited", [
+    ("From the evidence: Ana (the user's sister) lives in Lisbon.", ["E1"]),
+    ("ana (the user's sister) lives in lisbon", ["E1"]),                 # normalised
+    ("On 2025-03-09, 19 days before the question.", ["E2"]),             # the date stated
+    ("Ana lives in Lisbon.", []),                                        # a paraphrase: none
+    ("The user likes tea. Ana (the user's sister) lives in Lisbon.", ["E1", "E3"]),
+    ("The user likes teapots.", []),                                     # word boundaries
+    ("The evidence does not say.", []),
+])
+def test_citations_are_the_evidence_the_answer_states(answer, cited):
+    assert derive.derive_citations(answer, EVIDENCE) == cited
+    wire = derive.derive_reflect({"insufficient_evidence": False, "citations": ["E3"],
+                                  "answer": answer}, {"evidence": EVIDENCE})
+    assert wire["citations"] == cited and wire["insufficient_evidence"] is (not cited)
+
+
+@pytest.mark.parametrize("statement,supports", [
+    ("Since the user commutes by tram and the user is on the security team, the user might be "
+     "invested in work.", ["F3", "F4"]),
+    ("Gus (the user's teammate) plays the harp and works as a software tester.", ["F1", "F2"]),
+    ("The user commutes by tram, so they like trams.", []),            # one fact: none
+    ("The user probably likes music.", []),
+])
+def test_supports_are_the_facts_the_statement_states(statement, supports):
+    assert derive.derive_supports(statement, FACTS) == supports
+
+
+def test_an_observation_without_two_facts_or_a_repeat_goes():
+    answer = {"observations": [
+        {"supports": ["F1", "F2"], "statement": "The user commutes by tram and the user is on "
+                                                 "the security team."},
+        {"supports": ["F1", "F3"], "statement": "The user is on the security team; the user "
+                                                 "commutes by tram."},   # the same two facts
+        {"supports": ["F1", "F2"], "statement": "The user likes music."}]}
+    out = derive.derive_consolidate(answer, {"facts": FACTS})
+    assert out == {"observations": [{"supports": ["F3", "F4"], "statement":
+                                     answer["observations"][0]["statement"]}]}
+
+
+_YES_NO = re.compile(r"\b(?:yes|no)\b", re.I)
+
+
+def test_the_gold_choices_are_read_back_from_the_gold_text(tiny_corpus):
+    """Every consolidation gold; every reflection gold but a yes/no answer that states only the
+    exception ("Yes, except incident reviews.", 17 of 913 train rows)."""
+    rows = [r for split in ("train", "val", "test")
+            for r in load_rows(tiny_corpus, split, form="canonical")]
+    checked = 0
+    for row in rows:
+        if row["task"] == "consolidate":
+            got = sorted(sorted(derive.derive_supports(o["statement"], row["input"]["facts"]))
+                         for o in row["gold"]["observations"])
+            assert got == sorted(sorted(o["supports"]) for o in row["truth"]["observations"])
+            checked += 1
+        elif row["task"] == "reflect" and not _YES_NO.search(row["gold"]["answer"]):
+            assert set(derive.derive_citations(row["gold"]["answer"], row["input"]["evidence"])
+                       ) == set(row["truth"]["gold_citations"]), row["id"]
+            checked += 1
+    assert checked >= 10
