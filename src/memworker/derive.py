@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memworker.textnorm import norm
+from memworker.textnorm import mentions, norm
 
 _DATE = re.compile(r"\s*Date:\s*(\S+?)\.?\s*$")
 #: a fact statement's leading subject: "The user", "Gus", "Gus (the user's teammate)"
@@ -36,9 +36,8 @@ _SUBJECT = re.compile(r"^(?:the user|[A-Z][\w'-]*(?: \([^)]*\))?)\s+", re.I)
 
 
 def _contains(haystack: str, needle: str) -> bool:
-    """`needle` occurs in `haystack` on word boundaries, both normalised (`textnorm.norm`)."""
-    n = norm(needle)
-    return bool(n) and f" {n} " in f" {norm(haystack)} "
+    """`needle` occurs in `haystack` as whole words, both normalised (`textnorm.norm`)."""
+    return mentions(norm(haystack), norm(needle))
 
 
 def derive_citations(answer: str, evidence: list[dict[str, Any]]) -> list[str]:

@@ -31,6 +31,7 @@ Matching rules (EVAL_SPEC "Per-row measurements"):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from typing import Any
@@ -348,6 +349,7 @@ ANSWER_TEMPLATES = ("a.fact", "a.about", "a.date", "a.ago")
 _SLOT = re.compile(r"\{[A-Za-z]\}")
 
 
+@functools.cache
 def _template_patterns() -> list[re.Pattern[str]]:
     from memworker.corpus.templates import T
     patterns = []
@@ -361,18 +363,13 @@ def _template_patterns() -> list[re.Pattern[str]]:
     return [p for _, p in sorted(patterns, key=lambda lp: -lp[0])]  # most wording first
 
 
-_PATTERNS: list[re.Pattern[str]] = []
-
-
 def answer_content(expected: str) -> str:
     """The content of a corpus expected answer: the text in its template's slots, without the
     template's own wording (drawn at random per row, so no answer can be expected to repeat it).
     An answer no template produced (the natural set's, a teacher's) is returned whole."""
-    if not _PATTERNS:
-        _PATTERNS.extend(_template_patterns())
     text = expected.strip()
     for _ in range(3):  # a templated answer may wrap another ("From the evidence: On {E}, …")
-        m = next((m for p in _PATTERNS if (m := p.match(text))), None)
+        m = next((m for p in _template_patterns() if (m := p.match(text))), None)
         if m is None:
             break
         text = " ".join(m.groups()).strip()
