@@ -211,3 +211,30 @@ def _edit(messages, role, old, new):
     assert old in m["content"]
     m["content"] = m["content"].replace(old, new)
     return out
+
+
+@pytest.mark.slow
+def test_recorded_logprobs_spell_the_same_answer(backends):
+    """`record_logprobs`: the same text as without it, its pieces spelling the text, each a
+    log-probability; none where the argmax-first sampler is not used (no grammar)."""
+    requests = mixed_requests(backends["off"])[:3]
+    reference = texts(backends["off"], requests)
+    recorder = LlamaCppBackend(embedded_gguf_path(), n_ctx=2048, n_threads=2,
+                               record_logprobs=True)
+    try:
+        for request, want in zip(requests, reference, strict=True):
+            gen = recorder.generate(request.messages, schema=request.schema,
+                                    grammar=request.grammar,
+                                    max_tokens=min(request.max_tokens, MAX_TOKENS))
+            assert gen.text == want
+            assert len(gen.token_logprobs) == gen.completion_tokens
+            assert "".join(piece for piece, _ in gen.token_logprobs) == gen.text
+            assert all(lp <= 0.0 for _, lp in gen.token_logprobs)
+            assert any(lp < 0.0 for _, lp in gen.token_logprobs)
+        free = recorder.generate(requests[0].messages, schema=None, grammar=None, max_tokens=8)
+        assert free.token_logprobs is None
+        assert backends["prefix"].generate(
+            requests[0].messages, schema=requests[0].schema, grammar=requests[0].grammar,
+            max_tokens=8).token_logprobs is None          # not asked for: not recorded
+    finally:
+        recorder.llm.close()

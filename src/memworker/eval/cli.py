@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "arm's missing rows are reported with their n)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--logprobs", action="store_true",
+                   help="GGUF arms record each answer token's log-probability in the samples "
+                        "(the answers do not change; for `eval/confidence.py`)")
     return p
 
 
@@ -175,7 +178,7 @@ def _plan(args: argparse.Namespace) -> Plan:
                                              else {}),
               "arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
-              "environment": environment()}
+              "environment": environment(), **({"logprobs": True} if args.logprobs else {})}
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 
@@ -195,7 +198,8 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
                                            else {})}}
     speed = {}
     for arm in [] if args.no_run else arms:
-        record = runner.run_arm(arm, rows, out, sampler, progress=not args.no_progress)
+        record = runner.run_arm(arm, rows, out, sampler, progress=not args.no_progress,
+                                record_logprobs=args.logprobs)
         if record["rows_run"]:
             record["rows_per_s"] = round(record["rows_run"] / record["wall_seconds"], 4)
         speed[arm.name] = record

@@ -89,7 +89,9 @@ class Sampler:
     max_tokens_cap: int | None = None
 
 
-def make_backend(arm: Arm, sampler: Sampler) -> Any:
+def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
+    """The arm's backend; `record_logprobs` asks a GGUF arm for its answer tokens'
+    log-probabilities (kept in each attempt of the samples; the answers do not change)."""
     from memworker.inference import backends
 
     if arm.kind == "rules":
@@ -103,7 +105,8 @@ def make_backend(arm: Arm, sampler: Sampler) -> Any:
                             "memworker.registry import embedded_gguf_path; "
                             "print(embedded_gguf_path())\"`)")
         return backends.LlamaCppBackend(arm.target, n_ctx=sampler.n_ctx,
-                                        n_threads=sampler.threads, seed=sampler.seed)
+                                        n_threads=sampler.threads, seed=sampler.seed,
+                                        record_logprobs=record_logprobs)
     if arm.kind == "ollama":
         return backends.OllamaBackend(arm.target, num_ctx=sampler.n_ctx)
     return backends.OpenAICompatBackend(arm.target)
@@ -171,7 +174,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         "prompt_sha256": prompt_sha256(request.messages),
         "schema_sha256": sha256_bytes(canonical_json(request.schema)),
         "max_tokens": request.max_tokens,
-        "attempts": [asdict(a) for a in attempts],
+        "attempts": [_attempt_doc(a) for a in attempts],
         "status": status,
         "error": None if error is None else {"type": type(error).__name__, "kind": error.kind,
                                               "message": str(error)},
@@ -182,6 +185,14 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     }
     sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
+
+
+def _attempt_doc(attempt: Any) -> dict[str, Any]:
+    """An attempt as a sample keeps it; token log-probabilities only where they were recorded."""
+    doc = asdict(attempt)
+    if doc.get("token_logprobs") is None:
+        doc.pop("token_logprobs", None)
+    return doc
 
 
 def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
@@ -212,7 +223,7 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
 
 def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sampler, *,
             progress: bool = True, backend: Any = None,
-            grader: Grader | None = None) -> dict[str, Any]:
+            grader: Grader | None = None, record_logprobs: bool = False) -> dict[str, Any]:
     """Run `arm` over the rows it has no sample for yet; append samples (graded by `grader`,
     default `grade_sample`). Returns this invocation's speed record for the arm."""
     path = out_dir / SAMPLES
@@ -225,7 +236,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
     from memworker.inference.backends import BackendError
 
     own = backend is None
-    backend = make_backend(arm, sampler) if own else backend
+    backend = make_backend(arm, sampler, record_logprobs=record_logprobs) if own else backend
     bar = _bar(len(todo), arm.name, progress)
     started = time.perf_counter()
     failures: list[str] = []

@@ -23,6 +23,10 @@ codec turns "length" into a truncation error, so nothing here hides a cut-off an
   (tests/test_kv_prefix.py). `extra_bufts` (default off) would let llama.cpp use its extra CPU
   buffer types; with them, llama.cpp built with -march=native dies with SIGILL on AMX tile
   instructions on this project's VMs (see `memworker.inference.llama_ext`).
+  `record_logprobs` (default off) returns each answer token's log-probability under the model
+  (log-softmax of the raw logits, before the grammar) as `Generation.token_logprobs`, `[[piece,
+  logprob], ...]` whose pieces join to the text; only on the argmax-first path (temperature 0 with
+  a grammar), else None. The answer is the same with and without it (tests/test_kv_prefix.py).
 - `OllamaBackend`: the `ollama` client's `generate()` with `raw=True` and
   `prompt=to_chatml(messages)` (the exact training prompt; the Modelfile template is bypassed),
   `format=<schema>`, `think=False`, options temperature / seed / num_ctx / num_predict. Ollama has
@@ -43,6 +47,7 @@ two-core machine where another process holds a core ran ~25x slower (measured he
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import time
@@ -67,6 +72,8 @@ class Generation:
     completion_tokens: int | None = None
     seconds: float | None = None
     backend: str = ""
+    #: [[piece, log-probability], ...] of the answer tokens, where the backend records them
+    token_logprobs: list[list[Any]] | None = None
 
 
 class BackendError(RuntimeError):
@@ -96,7 +103,8 @@ class LlamaCppBackend:
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  seed: int = 0, verbose: bool = False, kv_cache: str = "prefix",
-                 greedy_grammar: bool = True, extra_bufts: bool = False):
+                 greedy_grammar: bool = True, extra_bufts: bool = False,
+                 record_logprobs: bool = False):
         if kv_cache not in self.KV_CACHE_MODES:
             raise BackendError(f"kv_cache must be one of {', '.join(self.KV_CACHE_MODES)}, "
                                f"not {kv_cache!r}")
@@ -117,7 +125,8 @@ class LlamaCppBackend:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx,
                              n_threads=n_threads or default_threads(), seed=seed,
                              verbose=verbose, prefix_cache=self.prefix_cache,
-                             greedy_grammar=greedy_grammar, extra_bufts=extra_bufts)
+                             greedy_grammar=greedy_grammar, extra_bufts=extra_bufts,
+                             record_logprobs=record_logprobs)
         except ValueError as exc:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from None
         self._checked: set[str] = set()
@@ -179,7 +188,20 @@ class LlamaCppBackend:
                           finish_reason=choice.get("finish_reason"),
                           prompt_tokens=usage.get("prompt_tokens"),
                           completion_tokens=usage.get("completion_tokens"),
-                          seconds=seconds, backend=self.name)
+                          seconds=seconds, backend=self.name,
+                          token_logprobs=self._token_logprobs(usage.get("completion_tokens")))
+
+    def _token_logprobs(self, completion_tokens: int | None) -> list[list[Any]] | None:
+        """The last generation's answer tokens as [piece, log-probability] (the sampler also
+        samples the end-of-text token, which is not part of the answer). A character whose
+        UTF-8 bytes span tokens is the piece of the token that completes it (the others are ""),
+        so the pieces always spell the text."""
+        sampler = self.llm.last_sampler
+        if not (self.llm.record_logprobs and sampler is not None and completion_tokens):
+            return None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        return [[decoder.decode(self.llm.detokenize([token])), round(lp, 4)]
+                for token, lp in sampler.sampled[:completion_tokens]]
 
 
 # --- Ollama ---------------------------------------------------------------------------------------

@@ -86,6 +86,8 @@ class Attempt:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float | None = None
+    #: [[piece, log-probability], ...] when the backend records them (`Generation.token_logprobs`)
+    token_logprobs: list[list[Any]] | None = None
 
 
 @dataclass
@@ -481,6 +483,7 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
             failed = exc.attempts[-1]
             failed.prompt_tokens, failed.completion_tokens = gen.prompt_tokens, gen.completion_tokens
             failed.seconds = seconds
+            failed.token_logprobs = getattr(gen, "token_logprobs", None)
             attempts.append(failed)
             if len(attempts) > retries:
                 exc.attempts = attempts
@@ -490,6 +493,7 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
         done = result.attempts[0]
         done.prompt_tokens, done.completion_tokens = gen.prompt_tokens, gen.completion_tokens
         done.seconds = seconds
+        done.token_logprobs = getattr(gen, "token_logprobs", None)
         result.attempts = attempts + [done]
         if attempts:
             result.diagnostics.insert(0, f"accepted on attempt {len(result.attempts)} after: "

@@ -28,8 +28,14 @@ class GreedyGrammarSampler:
     """Stands in for llama-cpp-python's `LlamaSampler` (`sample(ctx, idx)`) at temperature 0
     with a grammar and neutral penalties."""
 
-    def __init__(self, vocab, n_vocab: int, grammar: str, root: str = "root"):
+    def __init__(self, vocab, n_vocab: int, grammar: str, root: str = "root", *,
+                 record: bool = False):
         self.n_vocab = n_vocab
+        #: with `record`, (token, log-probability) of every sampled token: the log-softmax of the
+        #: raw logits before the grammar (the model's own belief, not renormalised over what the
+        #: grammar allows); the choice itself does not change
+        self.record = record
+        self.sampled: list[tuple[int, float]] = []
         self.grammar = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"),
                                                             root.encode("utf-8"))
         if not self.grammar:
@@ -57,6 +63,10 @@ class GreedyGrammarSampler:
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, idx),
                                        shape=(self.n_vocab,))
         token = self.choose(logits)
+        if self.record:
+            top = float(np.max(logits))
+            log_z = top + math.log(float(np.sum(np.exp(logits - top, dtype=np.float64))))
+            self.sampled.append((token, float(logits[token]) - log_z))
         self.accept(token)
         return token
 

@@ -7,7 +7,9 @@
   temperature 0 with a grammar and neutral penalties: argmax first, whole-vocabulary grammar
   filtering only when the grammar rejects the argmax. Same tokens, less work per token.
 
-Both are off when their argument is None / False.
+Both are off when their argument is None / False. With `record_logprobs` the argmax-first
+  sampler also keeps each sampled token's log-probability (`last_sampler.sampled`): what
+  `LlamaCppBackend(record_logprobs=True)` returns as `Generation.token_logprobs`.
 
 - `extra_bufts=False` (default) loads the weights without llama.cpp's extra CPU buffer types
   (`llama_model_params.use_extra_bufts`, which llama-cpp-python does not expose): on this
@@ -49,7 +51,8 @@ def _model_params(**fields):
 
 class Llama(llama_cpp.Llama):
     def __init__(self, *args, prefix_cache: PrefixCache | None = None,
-                 greedy_grammar: bool = False, extra_bufts: bool = False, **kwargs):
+                 greedy_grammar: bool = False, extra_bufts: bool = False,
+                 record_logprobs: bool = False, **kwargs):
         with _model_params(use_extra_bufts=extra_bufts):
             super().__init__(*args, **kwargs)
         if self.model_params.use_extra_bufts != extra_bufts:
@@ -57,6 +60,8 @@ class Llama(llama_cpp.Llama):
                                "memworker.inference.llama_ext needs updating for this version")
         self.prefix_cache = prefix_cache
         self.greedy_grammar = greedy_grammar
+        self.record_logprobs = record_logprobs
+        self.last_sampler: GreedyGrammarSampler | None = None
 
     def generate(self, tokens, *args, **kwargs):
         if self.prefix_cache is not None and kwargs.get("reset", True):
@@ -70,6 +75,9 @@ class Llama(llama_cpp.Llama):
                    and kwargs.get("presence_penalty", 0.0) == 0.0)
         if (self.greedy_grammar and grammar is not None and kwargs.get("temp") == 0.0
                 and kwargs.get("logits_processor") is None and neutral):
-            return GreedyGrammarSampler(self._model.vocab, self._n_vocab, grammar._grammar,
-                                        grammar._root)
+            self.last_sampler = GreedyGrammarSampler(self._model.vocab, self._n_vocab,
+                                                     grammar._grammar, grammar._root,
+                                                     record=self.record_logprobs)
+            return self.last_sampler
+        self.last_sampler = None
         return super()._init_sampler(**kwargs)

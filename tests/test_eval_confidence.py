@@ -1,0 +1,122 @@
+"""eval/confidence.py: a claim's score from its fields' token log-probabilities, and support and
+coverage with the unsure claims dropped (alone and beside the rules); no model runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from memworker.eval import confidence, runner
+from memworker.eval.cli import main as eval_main
+from memworker.hashing import canonical_json
+from memworker.inference import codec
+
+RAW = ('{"claims":[[[["I live in Porto.",1]],"the user","person","lives_in","Porto","fact",null,'
+       '[]],[[["I work as a nurse.",2]],"the user","person","works_as","a nurse","fact",null,[]]]}')
+
+
+def _pieces(raw: str, logprob: dict[str, float]) -> list[list]:
+    """`raw` cut at the words of `logprob` (each its own piece with that log-probability), the
+    rest in pieces of log-probability 0."""
+    out, i = [], 0
+    while i < len(raw):
+        word = next((w for w in logprob if raw.startswith(w, i)), None)
+        if word is not None:
+            out.append([word, logprob[word]])
+            i += len(word)
+        else:
+            out.append([raw[i], 0.0])
+            i += 1
+    return out
+
+
+def test_claim_spans_find_each_field_in_the_raw_answer():
+    spans = confidence.claim_spans(RAW)
+    assert len(spans) == 2
+    text = {k: RAW[a:b] for k, (a, b) in spans[1].items()}
+    assert text["quote"] == "I work as a nurse."
+    assert (text["name"], text["predicate"], text["value"], text["kind"]) == \
+        ("the user", "works_as", "a nurse", "fact")
+    assert text["time_expression"] == "null" and text["supersedes"] == "[]"
+    assert text["claim"].startswith('[[["I work') and text["claim"].endswith("[]]")
+
+
+def test_field_stats_take_the_tokens_of_each_field():
+    tokens = _pieces(RAW, {"works": -2.0, "_as": -0.5, "a nurse": -1.0, "lives_in": -0.1})
+    assert "".join(p for p, _ in tokens) == RAW
+    first, second = (confidence.field_stats(s, tokens) for s in confidence.claim_spans(RAW))
+    assert second["predicate"] == {"min": -2.0, "sum": -2.5, "mean": -1.25, "first": -2.0}
+    assert second["value"]["first"] == -1.0
+    assert confidence.SCORES["first(predicate)+first(value)"](second) == -3.0
+    assert confidence.SCORES["first(predicate)+first(value)"](first) == pytest.approx(-0.1)
+
+
+def _sample(raw: str, tokens: list[list] | None, diagnostics: list[str], claims: int) -> dict:
+    attempt = {"raw": raw, **({"token_logprobs": tokens} if tokens is not None else {})}
+    return {"id": "r", "attempts": [attempt], "diagnostics": diagnostics,
+            "output": {"claims": [{}] * claims}}
+
+
+def test_kept_claims_follow_the_codecs_drops_and_refuse_tokens_that_do_not_spell_the_answer():
+    tokens = _pieces(RAW, {"works": -2.0, "lives_in": -0.1})
+    kept = confidence.kept_claim_stats(_sample(RAW, tokens, ["claims/0: dropped (repeats)"], 1))
+    assert len(kept) == 1 and kept[0]["predicate"]["first"] == -2.0
+    assert confidence.kept_claim_stats(_sample(RAW, None, [], 2)) is None
+    with pytest.raises(runner.EvalError, match="do not spell"):
+        confidence.kept_claim_stats(_sample(RAW, tokens[1:], [], 2))
+    with pytest.raises(runner.EvalError, match="claims found"):
+        confidence.kept_claim_stats(_sample(RAW, tokens, [], 1))
+
+
+def test_auc_counts_pairs_and_ties():
+    assert confidence.auc([3.0, 2.0], [1.0, 0.0]) == 1.0
+    assert confidence.auc([0.0], [1.0]) == 0.0
+    assert confidence.auc([1.0], [1.0]) == 0.5
+    assert math.isnan(confidence.auc([], [1.0]))
+
+
+def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp_path):
+    out = tmp_path / "ev"
+    assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),
+                      "--task", "extract", "--out", str(out), "--no-progress",
+                      "--no-plots"]) == 0
+    rows = runner.load_eval_rows(tiny_corpus, "val")
+    with open(out / runner.SAMPLES, "ab") as fh:   # the gold as a model, every token at log p 0
+        for row in rows:
+            if row["task"] != "extract":
+                continue
+            result = codec.verify_canonical("extract", row["input"], row["gold"])
+            sample = {"arm": "oracle", "id": row["id"], "episode": row["episode"],
+                      "task": "extract", "attempts": [{"raw": result.raw, "token_logprobs":
+                                                       [[c, 0.0] for c in result.raw]}],
+                      "status": "first_try", "error": None, "output": result.output,
+                      "wire": result.wire, "diagnostics": result.diagnostics, "seconds": 1.0}
+            sample["verdicts"] = runner.grade_sample(row, sample)
+            fh.write(canonical_json(sample) + b"\n")
+    folder = confidence.Rows(out, "oracle")
+    score = "first(predicate)+first(value)"
+    gold = folder.totals("all", "model")
+    assert gold[0] == gold[1] > 0 and gold[2] == gold[3]     # the gold: all supported, all covered
+    assert folder.totals("all", "model", score, 0.0) == gold             # every score is 0: kept
+    none = folder.totals("all", "model", score, 0.5)
+    assert none[:3] == [0, 0, 0] and none[3] == gold[3]
+    assert folder.totals("all", "union", score, 0.5) == folder.totals("all", "rules")
+    assert folder.totals("all", "union", score, 0.0)[2] == gold[3]
+    halves = [folder.totals(p, "model") for p in "AB"]
+    assert [a + b for a, b in zip(*halves, strict=True)] == gold
+    lines = confidence.report(folder, [score], quantiles=(0.5,))
+    assert any(line.startswith("| rules + model, first(predicate)") for line in lines)
+    # a model arm run without --logprobs cannot be scored
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text((out / "config.json").read_text())
+    with open(plain / runner.SAMPLES, "wb") as fh:
+        for line in (out / runner.SAMPLES).read_text().splitlines():
+            s = json.loads(line)
+            for a in s["attempts"]:
+                a.pop("token_logprobs", None)
+            fh.write(canonical_json(s) + b"\n")
+    with pytest.raises(runner.EvalError, match="--logprobs"):
+        confidence.Rows(plain, "oracle")
