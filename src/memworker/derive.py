@@ -10,17 +10,23 @@ quote, not written by the model): this module is that rule for the other two tas
 functions of an answer and its request. `eval/hybrid.py --consolidate derived --reflect derived`
 measures it on an evaluation folder's samples; the codec does not apply it (yet).
 
-- `derive_citations(answer, evidence)`: the evidence items the answer states — the item's text
-  (its trailing `Date: …` left out) occurs in the answer after normalisation, or the item's
-  `Date:` value does (a "when" or "how long ago" answer states the date, not the sentence). An
-  answer that states no evidence item is an abstention: `insufficient_evidence` is then true.
+- `derive_citations(answer, evidence, question)`: the evidence items the answer states — the
+  item's text (its trailing `Date: …`, or the reference store's `(date: …)`, left out) occurs in
+  the answer after normalisation, or the item's date does as a whole date (a "when" or "how
+  long ago" answer states the date, not the sentence). A date counts only for items whose text
+  the answer does not state and whose date no stated item carries (a stated item accounts for
+  its date); when several such items carry the stated date, those sharing the most words with
+  the question and the answer are meant ("How long ago did the user drive to the coast?": the
+  drive, not the retreat booked that day). An answer that states no evidence item is an
+  abstention: `insufficient_evidence` is then true.
 - `derive_supports(statement, facts)`: the facts the statement states whole; when that is fewer
   than two, the facts it states without their leading subject ("Gus plays the harp and works as
   a software tester"). An observation needs two: fewer is no observation.
 
 On the corpus's gold answers (train split) the rules recover the gold choice for every
-consolidation row (913 / 913) and 896 of 913 reflection rows: the other 17 are yes/no answers
-that state only the exception ("Yes, except incident reviews.").
+consolidation row (913 / 913) and 899 of 913 reflection rows: the other 14 are yes/no answers
+that state only the exception ("Yes, except incident reviews."). (Before the date rules above:
+896; 3 answers stated a date another evidence item shares, one "2026-05" inside "2026-05-02".)
 """
 
 from __future__ import annotations
@@ -28,11 +34,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memworker.textnorm import mentions, norm
+from memworker.textnorm import mentions, norm, stem
 
-_DATE = re.compile(r"\s*Date:\s*(\S+?)\.?\s*$")
+#: an evidence item's trailing date: the corpus's "Date: 2025-03-09." or the reference store's
+#: "(date: 2025-03)" (eval/live)
+_DATE = re.compile(r"\s*(?:Date:\s*(\S+?)\.?|\(date:\s*([^)\s]+)\))\s*$")
 #: a fact statement's leading subject: "The user", "Gus", "Gus (the user's teammate)"
 _SUBJECT = re.compile(r"^(?:the user|[A-Z][\w'-]*(?: \([^)]*\))?)\s+", re.I)
+#: words that tell no evidence item from another (the tie-break between items of one date)
+_PLAIN = frozenset(("the", "a", "an", "user", "s", "is", "are", "was", "were", "be", "of", "to",
+                    "in", "on", "at", "and", "or", "with", "for", "by", "from", "it", "that",
+                    "did", "does", "do", "what", "when", "where", "which", "who", "how", "long",
+                    "ago", "date"))
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -40,16 +53,36 @@ def _contains(haystack: str, needle: str) -> bool:
     return mentions(norm(haystack), norm(needle))
 
 
-def derive_citations(answer: str, evidence: list[dict[str, Any]]) -> list[str]:
-    """The ids of the evidence items `answer` states (their text, or their date), in order."""
-    cited = []
-    for item in evidence:
-        text = item["text"]
-        m = _DATE.search(text)
-        body = text[: m.start()] if m else text
-        if _contains(answer, body.rstrip(". ")) or (m and m.group(1) in answer):
-            cited.append(item["id"])
-    return cited
+def _states_date(answer: str, date: str) -> bool:
+    """`date` occurs in `answer` as a whole date ("2026-05" not inside "2026-05-02")."""
+    return re.search(rf"(?<![\d-]){re.escape(date)}(?!-?\d)", answer) is not None
+
+
+def _words(text: str) -> set[str]:
+    return {stem(w) for w in norm(text).split() if w not in _PLAIN}
+
+
+def _split(item: dict[str, Any]) -> tuple[str, str | None]:
+    """(an evidence item's text without its trailing `Date: …`, that date or None)."""
+    text = item["text"]
+    m = _DATE.search(text)
+    return (text[: m.start()] if m else text).rstrip(". "), (m and (m.group(1) or m.group(2)))
+
+
+def derive_citations(answer: str, evidence: list[dict[str, Any]], question: str = "") -> list[str]:
+    """The ids of the evidence items `answer` states (their text, or their date), in evidence
+    order (see the module docstring)."""
+    parts = [(item["id"], *_split(item)) for item in evidence]
+    stated = {i for i, body, _ in parts if _contains(answer, body)}
+    accounted = {date for i, _, date in parts if i in stated and date}
+    dated = {i: body for i, body, date in parts
+             if i not in stated and date and date not in accounted and _states_date(answer, date)}
+    if len(dated) > 1:
+        context = _words(answer) | _words(question)
+        shared = {i: len(_words(body) & context) for i, body in dated.items()}
+        best = max(shared.values())
+        dated = {i: body for i, body in dated.items() if shared[i] == best}
+    return [i for i, _, _ in parts if i in stated or i in dated]
 
 
 def _rest(statement: str) -> str:
@@ -70,7 +103,7 @@ def derive_supports(statement: str, facts: list[dict[str, Any]]) -> list[str]:
 
 def derive_reflect(wire_answer: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
     """A reflect wire answer with its citations and abstention read from its answer text."""
-    cited = derive_citations(wire_answer["answer"], inputs["evidence"])
+    cited = derive_citations(wire_answer["answer"], inputs["evidence"], inputs["question"])
     return {**wire_answer, "insufficient_evidence": not cited, "citations": cited}
 
 
