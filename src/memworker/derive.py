@@ -23,10 +23,10 @@ measures it on an evaluation folder's samples; the codec does not apply it (yet)
   than two, the facts it states without their leading subject ("Gus plays the harp and works as
   a software tester"). An observation needs two: fewer is no observation.
 
-On the corpus's gold answers (train split) the rules recover the gold choice for every
-consolidation row (913 / 913) and 899 of 913 reflection rows: the other 14 are yes/no answers
-that state only the exception ("Yes, except incident reviews."). (Before the date rules above:
-896; 3 answers stated a date another evidence item shares, one "2026-05" inside "2026-05-02".)
+On the corpus's gold answers (generator 2.1.0, seed 13) the rules recover the gold choice of
+every consolidation and every reflection row in every split (train 913 + 913, val 192 + 192, test
+195 + 195; before 2.1.0 and the date rules above, 896 of 913 train reflections: 14 yes/no answers
+that stated only the exception, "Yes, except incident reviews.", and 3 dates another item shares).
 """
 
 from __future__ import annotations
