@@ -29,9 +29,9 @@ FACTS = [{"id": "F1", "statement": "Gus (the user's teammate) plays the harp."},
 ])
 def test_citations_are_the_evidence_the_answer_states(answer, cited):
     assert derive.derive_citations(answer, EVIDENCE) == cited
-    wire = derive.derive_reflect({"insufficient_evidence": False, "citations": ["E3"],
-                                  "answer": answer}, {"question": "?", "evidence": EVIDENCE})
-    assert wire["citations"] == cited and wire["insufficient_evidence"] is (not cited)
+    inputs = {"question": "What do we know?", "evidence": EVIDENCE}
+    assert derive.derive_reflect({"answer": answer}, inputs) == {
+        "insufficient_evidence": not cited, "citations": cited, "answer": answer}
 
 
 DATED = [{"id": "E1", "text": "The user's half marathon is scheduled. Date: 2026-05."},
@@ -75,32 +75,34 @@ def test_supports_are_the_facts_the_statement_states(statement, supports):
 
 
 def test_an_observation_without_two_facts_or_a_repeat_goes():
-    answer = {"observations": [
-        {"supports": ["F1", "F2"], "statement": "The user commutes by tram and the user is on "
-                                                 "the security team."},
-        {"supports": ["F1", "F3"], "statement": "The user is on the security team; the user "
-                                                 "commutes by tram."},   # the same two facts
-        {"supports": ["F1", "F2"], "statement": "The user likes music."}]}
-    out = derive.derive_consolidate(answer, {"facts": FACTS})
-    assert out == {"observations": [{"supports": ["F3", "F4"], "statement":
-                                     answer["observations"][0]["statement"]}]}
+    statements = ["The user commutes by tram and the user is on the security team.",
+                  "The user is on the security team; the user commutes by tram.",  # the same
+                  "The user likes music."]
+    assert derive.read_observations(statements, FACTS) == (
+        {0: ["F3", "F4"]}, {1: "states the same facts as observations/0",
+                            2: "states fewer than two of the facts"})
+    assert derive.derive_consolidate({"observations": statements}, {"facts": FACTS}) == {
+        "observations": [{"supports": ["F3", "F4"], "statement": statements[0]}]}
 
 
 def test_the_gold_choices_are_read_back_from_the_gold_text(tiny_corpus):
-    """Every consolidation and every reflection gold (corpus 2.1.0: a yes/no preference answer
-    states its evidence, "Yes, the user likes hiking, except in winter.")."""
+    """Every consolidation and every reflection gold of the tiny corpus (the default corpus:
+    tests/test_corpus.py, `test_the_default_corpus_gold_reads_back_from_its_wire_text`)."""
     rows = [r for split in ("train", "val", "test")
             for r in load_rows(tiny_corpus, split, form="canonical")]
     checked = 0
     for row in rows:
         if row["task"] == "consolidate":
-            got = sorted(sorted(derive.derive_supports(o["statement"], row["input"]["facts"]))
-                         for o in row["gold"]["observations"])
-            assert got == sorted(sorted(o["supports"]) for o in row["truth"]["observations"])
+            got = derive.derive_consolidate(
+                {"observations": [o["statement"] for o in row["gold"]["observations"]]},
+                row["input"])
+            assert got == row["gold"], row["id"]
+            assert sorted(sorted(o["supports"]) for o in got["observations"]) == sorted(
+                sorted(o["supports"]) for o in row["truth"]["observations"])
             checked += 1
         elif row["task"] == "reflect":
-            assert derive.derive_citations(row["gold"]["answer"], row["input"]["evidence"],
-                                           row["input"]["question"]
-                                           ) == row["truth"]["gold_citations"], row["id"]
+            got = derive.derive_reflect({"answer": row["gold"]["answer"]}, row["input"])
+            assert got == row["gold"], row["id"]
+            assert got["citations"] == row["truth"]["gold_citations"]
             checked += 1
     assert checked >= 10

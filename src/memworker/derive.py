@@ -1,5 +1,5 @@
 """Choices derived from what an answer states: a reflection's citations and abstention from the
-evidence its answer quotes, an observation's supports from the facts its statement states.
+evidence its answer states, an observation's supports from the facts its statement states.
 
 The decision tasks fail where the model *writes an id*: the proof student (train/README E12) wrote
 the citations of a reflection and the supports of an observation before its text and got them
@@ -7,8 +7,9 @@ right in 13 of 131 answerable val rows and 10 of 192 consolidation rows, while t
 after them often said the right thing (its answers state the expected answer in 61 of 131 rows).
 Reading the choice back from the text is the extract rule again (a claim's event is read from its
 quote, not written by the model): this module is that rule for the other two tasks, as pure
-functions of an answer and its request. `eval/hybrid.py --consolidate derived --reflect derived`
-measures it on an evaluation folder's samples; the codec does not apply it (yet).
+functions of an answer and its request. The codec applies it (wire v4, `memworker.wire`: the
+model writes only the observations' statements and the answer text); `eval/hybrid.py
+--consolidate derived --reflect derived` applies it to the samples of an older wire.
 
 - `derive_citations(answer, evidence, question)`: the evidence items the answer states — the
   item's text (its trailing `Date: …`, or the reference store's `(date: …)`, left out) occurs in
@@ -21,12 +22,14 @@ measures it on an evaluation folder's samples; the codec does not apply it (yet)
   abstention: `insufficient_evidence` is then true.
 - `derive_supports(statement, facts)`: the facts the statement states whole; when that is fewer
   than two, the facts it states without their leading subject ("Gus plays the harp and works as
-  a software tester"). An observation needs two: fewer is no observation.
+  a software tester"). An observation needs two: fewer is no observation, and so is one that
+  states the same facts as an earlier one (`derive_consolidate`).
 
 On the corpus's gold answers (generator 2.1.0, seed 13) the rules recover the gold choice of
 every consolidation and every reflection row in every split (train 913 + 913, val 192 + 192, test
 195 + 195; before 2.1.0 and the date rules above, 896 of 913 train reflections: 14 yes/no answers
-that stated only the exception, "Yes, except incident reviews.", and 3 dates another item shares).
+that stated only the exception, "Yes, except incident reviews.", and 3 dates another item shares);
+the corpus audit requires it of every generated row (`wire_roundtrip`).
 """
 
 from __future__ import annotations
@@ -102,19 +105,38 @@ def derive_supports(statement: str, facts: list[dict[str, Any]]) -> list[str]:
 
 
 def derive_reflect(wire_answer: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    """A reflect wire answer with its citations and abstention read from its answer text."""
+    """A reflect wire answer ({"answer": …}) -> the canonical answer: its citations the evidence
+    it states, insufficient_evidence when it states none."""
     cited = derive_citations(wire_answer["answer"], inputs["evidence"], inputs["question"])
-    return {**wire_answer, "insufficient_evidence": not cited, "citations": cited}
+    return {"insufficient_evidence": not cited, "citations": cited,
+            "answer": wire_answer["answer"]}
+
+
+def read_observations(statements: list[str], facts: list[dict[str, Any]]
+                      ) -> tuple[dict[int, list[str]], dict[int, str]]:
+    """({index: supports} of the statements that are observations: each states two or more facts,
+    a set no earlier one states; {index: why} of the others)."""
+    supports: dict[int, list[str]] = {}
+    dropped: dict[int, str] = {}
+    first: dict[frozenset[str], int] = {}
+    for n, statement in enumerate(statements):
+        found = derive_supports(statement, facts)
+        key = frozenset(found)
+        if not found:
+            dropped[n] = "states fewer than two of the facts"
+        elif key in first:
+            dropped[n] = f"states the same facts as observations/{first[key]}"
+        else:
+            first[key] = n
+            supports[n] = found
+    return supports, dropped
 
 
 def derive_consolidate(wire_answer: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    """A consolidate wire answer with each observation's supports read from its statement; an
-    observation that states fewer than two facts, or the same facts as an earlier one, goes."""
-    out, seen = [], set()
-    for obs in wire_answer["observations"]:
-        supports = derive_supports(obs["statement"], inputs["facts"])
-        key = frozenset(supports)
-        if supports and key not in seen:
-            seen.add(key)
-            out.append({**obs, "supports": supports})
-    return {**wire_answer, "observations": out}
+    """A consolidate wire answer ({"observations": [statement, …]}) -> the canonical answer:
+    each observation's supports read from its statement; one that states fewer than two facts,
+    or the same facts as an earlier one, goes (`read_observations`)."""
+    statements = wire_answer["observations"]
+    supports, _ = read_observations(statements, inputs["facts"])
+    return {"observations": [{"supports": found, "statement": statements[n]}
+                             for n, found in supports.items()]}
