@@ -29,8 +29,8 @@ from memworker.prompts import render, system_prompt, to_chatml
 from tests.helpers import RecordingServer, free_port
 
 REFLECT = SAMPLES["reflect"][0]
-GOOD_REFLECT = json.dumps({"answer": "The user lives in Lisbon.", "citations": ["E2"],
-                           "insufficient_evidence": False})
+#: a model's reflect answer (wire v4: the text only; the codec reads its citation, E2, from it)
+GOOD_REFLECT = json.dumps({"answer": "The user moved to Lisbon in September 2025."})
 
 
 def ollama_reply(text, done_reason="stop"):

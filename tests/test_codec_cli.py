@@ -84,7 +84,8 @@ def test_cli_ollama_prints_canonical_json(tmp_path, capsys):
         code = main(["--model", "mem-extractor", "--host", srv.url, "--prompt-file", str(prompt)])
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
-    assert json.loads(out) == json.loads(GOOD_REFLECT)
+    assert json.loads(out) == {"insufficient_evidence": False, "citations": ["E2"],
+                               **json.loads(GOOD_REFLECT)}
     assert srv.requests[0]["body"]["model"] == "mem-extractor"
 
 

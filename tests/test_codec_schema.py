@@ -156,33 +156,7 @@ def test_duplicate_or_invalid_inputs_are_refused():
         build_schema("summarise", {})
 
 
-# --- consolidate and reflect ----------------------------------------------------------------------
-
-def test_consolidate_supports_enum_min_two():
-    facts = {"facts": [{"id": "A", "statement": "x"}, {"id": "B", "statement": "y"},
-                       {"id": "C", "statement": "z"}]}
-    obs = build_schema("consolidate", facts)["properties"]["observations"]
-    assert obs["items"]["properties"]["supports"] == {
-        "type": "array", "minItems": 2, "maxItems": 3, "items": {"enum": ["A", "B", "C"]}}
-    one = build_schema("consolidate", {"facts": [{"id": "A", "statement": "x"}]})
-    assert one["properties"]["observations"]["maxItems"] == 0
-
-
-def test_reflect_insufficient_branch_forces_zero_citations():
-    inputs = {"question": "q?", "asked_at": "2025-01-01T00:00:00Z",
-              "evidence": [{"id": "E1", "timestamp": "2025-01-01T00:00:00Z", "text": "t"}]}
-    schema = build_schema("reflect", inputs)
-    answered, insufficient = schema["anyOf"]
-    assert answered["properties"]["citations"]["items"] == {"enum": ["E1"]}
-    assert answered["properties"]["insufficient_evidence"] == {"const": False}
-    assert insufficient["properties"]["citations"]["maxItems"] == 0
-    assert insufficient["properties"]["insufficient_evidence"] == {"const": True}
-    empty = build_schema("reflect", {**inputs, "evidence": []})
-    assert len(empty["anyOf"]) == 1
-    assert empty["anyOf"][0]["properties"]["insufficient_evidence"] == {"const": True}
-
-
-# --- decisions before free text (ARCHITECTURE decision 8) ----------------------------------------
+# --- consolidate and reflect (wire v4: text only) ------------------------------------------------
 
 THREE_FACTS = {"facts": [{"id": "A", "statement": "Ana runs every morning."},
                          {"id": "B", "statement": "Ana entered a marathon."},
@@ -193,84 +167,58 @@ TWO_EVIDENCE = {"question": "Where does the user live?", "asked_at": "2025-01-02
                              {"id": "E2", "timestamp": "2025-01-01T00:00:00Z", "text": "Nice."}]}
 
 
-def _old_order(text: str, keys: list[str]) -> str:
-    """The same value as `text`, each object's keys among `keys` in the given (old) order."""
-    def visit(value):
-        if isinstance(value, dict):
-            return {k: visit(value[k]) for k in sorted(value, key=lambda k: (
-                keys.index(k) if k in keys else -1))}
-        return [visit(v) for v in value] if isinstance(value, list) else value
-    return json.dumps(visit(json.loads(text)), ensure_ascii=False, separators=SEPARATORS)
+def test_consolidate_observations_are_bounded_statements():
+    obs = build_schema("consolidate", THREE_FACTS, budget_tokens=None)["properties"]["observations"]
+    assert obs == {"type": "array", "maxItems": 4,
+                   "items": {"type": "string", "minLength": 1, "maxLength": 300}}
+    one = build_schema("consolidate", {"facts": [{"id": "A", "statement": "x"}]})
+    assert one["properties"]["observations"]["maxItems"] == 0
+
+
+def test_reflect_is_the_answer_text_alone():
+    schema = build_schema("reflect", TWO_EVIDENCE, budget_tokens=None)
+    assert schema["properties"] == {"answer": {"type": "string", "minLength": 1,
+                                               "maxLength": 300}}
+    assert schema["required"] == ["answer"] and schema["additionalProperties"] is False
+    # without evidence the same shape: the codec reads the abstention from the text
+    assert build_schema("reflect", {**TWO_EVIDENCE, "evidence": []}, budget_tokens=None) == schema
 
 
 @pytest.mark.parametrize("limits", [None, *LIMIT_STAGES])
-def test_the_request_grammar_writes_decisions_before_free_text(limits):
-    """consolidate: an observation's supports before its statement; reflect: the abstain flag,
-    then the citations, then the answer. The dynamic schema keeps the static schema's order at
-    every limit stage, and the grammar refuses the same value in the old, text-first order."""
+def test_the_request_grammar_writes_text_only(limits):
+    """consolidate and reflect (wire v4): at every limit stage the grammar writes the text and
+    refuses ids, in the order of either older wire (ids first, or text first)."""
     def build(task, inputs):
         return build_schema(task, inputs, budget_tokens=None, limits=limits)
 
-    consolidate = build("consolidate", THREE_FACTS)
-    observation = consolidate["properties"]["observations"]["items"]
-    assert list(observation["properties"]) == ["supports", "statement"]
-    assert key_order("consolidate")["observation"] == ["supports", "statement"]
-    m = Matcher(schema_to_gbnf(consolidate))
-    text = dump_answer("consolidate", {"observations": [
-        {"statement": "Ana is probably training.", "supports": ["B", "A"]}]})
-    assert text == '{"observations":[{"supports":["B","A"],"statement":"Ana is probably training."}]}'
-    assert m.accepts(text)
-    assert not m.accepts(_old_order(text, ["statement", "supports"]))
-
-    reflect = build("reflect", TWO_EVIDENCE)
-    for branch in reflect["anyOf"]:
-        assert list(branch["properties"]) == ["insufficient_evidence", "citations", "answer"]
-    assert key_order("reflect")[""] == ["insufficient_evidence", "citations", "answer"]
-    m = Matcher(schema_to_gbnf(reflect))
-    for answer in ({"answer": "In Lisbon.", "citations": ["E1"], "insufficient_evidence": False},
-                   {"answer": "Not said.", "citations": [], "insufficient_evidence": True}):
-        text = dump_answer("reflect", answer)
-        assert text.startswith('{"insufficient_evidence":') and text.endswith(
-            f',"answer":"{answer["answer"]}"}}')
-        assert m.accepts(text)
-        assert not m.accepts(_old_order(text, ["answer", "citations", "insufficient_evidence"]))
-    # without evidence only the abstaining branch is left, in the same order
-    empty = build("reflect", {**TWO_EVIDENCE, "evidence": []})
-    assert [list(b["properties"]) for b in empty["anyOf"]] == [
-        ["insufficient_evidence", "citations", "answer"]]
-    assert Matcher(schema_to_gbnf(empty)).accepts(
-        '{"insufficient_evidence":true,"citations":[],"answer":"Not said."}')
+    m = Matcher(schema_to_gbnf(build("consolidate", THREE_FACTS)))
+    text = dump_answer("consolidate", {"observations": ["Ana is probably training."]})
+    assert text == '{"observations":["Ana is probably training."]}'
+    assert m.accepts(text) and m.accepts('{"observations":[]}')
+    for old in ('{"observations":[{"supports":["B","A"],"statement":"Ana is probably training."}]}',
+                '{"observations":[{"statement":"Ana is probably training.","supports":["B","A"]}]}'):
+        assert not m.accepts(old)
+    for inputs in (TWO_EVIDENCE, {**TWO_EVIDENCE, "evidence": []}):
+        m = Matcher(schema_to_gbnf(build("reflect", inputs)))
+        assert m.accepts(dump_answer("reflect", {"answer": "In Lisbon."}))
+        for old in ('{"insufficient_evidence":false,"citations":["E1"],"answer":"In Lisbon."}',
+                    '{"answer":"In Lisbon.","citations":["E1"],"insufficient_evidence":false}'):
+            assert not m.accepts(old)
 
 
 # --- subset of the static contract ----------------------------------------------------------------
 
-def _dedupe_ids(task, answer):
-    if task == "consolidate":
-        for obs in answer["observations"]:
-            obs["supports"] = list(dict.fromkeys(obs["supports"]))
-    if task == "reflect":
-        answer["citations"] = list(dict.fromkeys(answer["citations"]))
-    return answer
-
-
 @pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])
 def test_dynamic_answers_are_valid_under_the_static_wire_schema(task):
-    """Valid under the dynamic schema => valid under the static wire contract, except for
-    uniqueItems (which no grammar can express); after the codec's de-duplication, always valid
-    when at least minItems distinct ids remain."""
+    """Valid under the dynamic schema => valid under the static wire contract (no wire schema
+    has a uniqueItems that a grammar could not express)."""
 
     @SETTINGS
     @given(data=st.data(), inputs=VOCAB_INPUTS[task](),
            budget=st.sampled_from([None, -1, 200]))
     def check(data, inputs, budget):
         schema = build_schema(task, inputs, budget_tokens=budget)
-        answer = data.draw(answers(schema))
-        deduped = _dedupe_ids(task, json.loads(json.dumps(answer)))
-        if contract_errors(wire_schema_name(task), answer):
-            assert deduped != answer  # only duplicates can make it invalid
-        if task == "consolidate" and any(len(o["supports"]) < 2 for o in deduped["observations"]):
-            return  # the codec rejects these (see test_codec.py)
-        assert contract_errors(wire_schema_name(task), deduped) == []
+        assert contract_errors(wire_schema_name(task), data.draw(answers(schema))) == []
 
     check()
 
@@ -322,9 +270,8 @@ def test_budget_fitting_picks_the_first_stage_that_fits():
 def test_max_tokens_counts_free_text_one_token_per_character():
     schema = build_schema("reflect", {"question": "q", "asked_at": "2025-01-01T00:00:00Z",
                                       "evidence": []}, budget_tokens=None)
-    # {"answer": "<300 free>", "citations": [], "insufficient_evidence": true}
-    text = json.dumps({"answer": "", "citations": [], "insufficient_evidence": True},
-                      separators=SEPARATORS)
+    # {"answer": "<300 free>"}
+    text = json.dumps({"answer": ""}, separators=SEPARATORS)
     assert worst_case_chars(schema) == len(text) + 300
     assert max_tokens_for(schema) == 300 + math.ceil(len(text) / CHARS_PER_TOKEN) + TOKEN_MARGIN
     assert max_tokens_for(schema, context_left=10) == 10
@@ -336,8 +283,6 @@ def test_limits_may_only_tighten_the_contract():
     assert Limits() == CONTRACT_LIMITS
     with pytest.raises(ValueError, match="tighten"):
         Limits(statement=301)
-    with pytest.raises(ValueError, match="at least 2"):
-        Limits(supports=1)
     with pytest.raises(ValueError, match="positive"):
         Limits(claims=0)
 

@@ -62,6 +62,12 @@ GOOD_AND_BAD = [
     ("consolidate_output", {"observations": [{"statement": "s", "supports": ["F1", "F2"]}]},
      {"observations": [{"statement": "s", "supports": ["F1", "F1"]}]},
      "observations/0/supports"),
+    # wire v4: the text alone, no ids
+    ("consolidate_wire", {"observations": ["Ana probably trains."]},
+     {"observations": [{"statement": "s", "supports": ["F1", "F2"]}]}, "observations/0"),
+    ("consolidate_wire", {"observations": []}, {"observations": [""]}, "observations/0"),
+    ("reflect_wire", {"answer": "a"}, {"answer": "a", "citations": ["E1"]}, "<root>"),
+    ("reflect_wire", {"answer": "a"}, {"answer": "x" * 301}, "answer"),
     ("reflect_input", REFLECT_INPUT,
      replaced(REFLECT_INPUT, ("asked_at",), "2025-10-08T09:00:00"), "asked_at"),
     ("reflect_output", {"answer": "a", "citations": ["E1"], "insufficient_evidence": False},

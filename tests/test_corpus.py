@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -297,6 +298,19 @@ def test_audit_catches_unknown_cited_ids(small_rows):
     assert "unknown_fact_id" in _codes(row)
 
 
+def test_audit_catches_a_gold_text_that_does_not_state_its_ids(small_rows):
+    """Wire v4: the model writes only the text, so a generated gold must state its ids
+    (`wire_roundtrip`); hand labels (the natural set) are exempt (`read_back=False`)."""
+    row = _first(small_rows, lambda r: r["task"] == "reflect" and r["gold"]["citations"])
+    row["gold"]["answer"] = "Yes."  # states no evidence: would read back as an abstention
+    assert "wire_roundtrip" in _codes(row)
+    assert "wire_roundtrip" not in {v.code for v in audit_row(row, read_back=False)}
+    row = _first(small_rows, lambda r: r["task"] == "consolidate" and r["gold"]["observations"])
+    row["gold"]["observations"][0]["statement"] = "They are probably training for a race."
+    assert "wire_roundtrip" in _codes(row)
+    assert not audit_row(row, read_back=False)
+
+
 def test_audit_catches_label_semantics(small_rows):
     row = _first(
         small_rows,
@@ -491,6 +505,27 @@ def test_default_corpus_covers_every_behaviour_and_domain_in_every_split(default
     shares = {s: m["counts"][s]["families"] / t["families"] for s in SPLITS}
     assert 0.65 <= shares["train"] <= 0.75 and 0.12 <= shares["val"] <= 0.18, shares
     assert m["leakage"]["family_disjoint"] and m["exclusions"]["total"] <= 0.01 * t["rows"]
+
+
+def test_the_default_corpus_gold_reads_back_from_its_wire_text(default_manifest):
+    """Wire v4: a consolidate or reflect training target is the text alone, and the codec reads
+    the ids back from it (memworker.derive). For every gold of the default corpus, in every
+    split, the text reads back to the gold exactly: each observation's supports, each
+    reflection's citations and insufficient_evidence flag (the audit's wire_roundtrip)."""
+    folder = default_manifest["_dir"]
+    counts: Counter = Counter()
+    for split in SPLITS:
+        wired = {r["id"]: r["messages"][-1]["content"]
+                 for r in load_rows(folder, split, form="wire")}
+        for row in load_rows(folder, split, form="canonical"):
+            if row["task"] == "extract":
+                continue
+            text = wired[row["id"]]
+            assert "supports" not in text and "citations" not in text
+            back = wire.from_wire(row["task"], json.loads(text), row["input"])
+            assert back == row["gold"], (row["id"], back)
+            counts[split, row["task"]] += 1
+    assert all(counts[s, t] >= 150 for s in SPLITS for t in ("consolidate", "reflect")), counts
 
 
 def test_default_heldout_is_64_rows_from_distinct_test_episodes(default_manifest):

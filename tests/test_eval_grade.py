@@ -330,3 +330,24 @@ def test_reflect_answer_is_not_asked_for_the_templates_random_wording():
     assert run(ago, reflect("On 2025-03-02, 8 days ago.", ["E1"]))["metrics"][
         "reflect_answer"] == [1, 1]
     assert run(ago, reflect("On 2025-03-02.", ["E1"]))["metrics"]["reflect_answer"] == [0, 1]
+
+
+@pytest.mark.parametrize("wording", ["{X}", "According to what was said, {x}", "{X} (as stated)",
+                                     "From the evidence: {x}", "{X} That is the latest information."])
+def test_a_yes_no_answer_that_states_its_evidence_grades_as_before(wording):
+    """Corpus 2.1.0: a preference-exception gold names its evidence ("Yes, the user likes
+    hiking, except in winter.", so the codec can read its citation from it) where 2.0.0 stated
+    only the exception ("Yes, except in winter."). The grader's key words are the same (the rest
+    is the question's), whichever wording the row drew: the same answers are right and wrong."""
+    question = "Does the user like hiking?"
+    old = wording.format(X="Yes, except in winter.", x="yes, except in winter.")
+    new = wording.format(X="Yes, the user likes hiking, except in winter.",
+                         x="yes, the user likes hiking, except in winter.")
+    assert G._key_words(new, question) == G._key_words(old, question) == {"yes", "except",
+                                                                           "winter"}
+    row = {**REFLECT, "input": {**REFLECT["input"], "question": question},
+           "truth": {"answerable": True, "expected_answer": new, "stale": [],
+                     "gold_citations": ["E1"]}}
+    for answer, right in (("Yes, except in winter.", 1), ("Yes, except winter.", 1),
+                          ("Yes, the user likes hiking.", 0), ("Yes.", 0)):
+        assert run(row, reflect(answer, ["E1"]))["metrics"]["reflect_answer"] == [right, 1]

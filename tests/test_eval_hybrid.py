@@ -115,10 +115,12 @@ def test_bad_requests_get_a_clear_error(tiny_corpus, tmp_path, args, message):
 
 
 def test_derived_reads_the_choices_from_the_models_own_text(tiny_corpus, tmp_path):
-    """`--consolidate derived --reflect derived`: a model that states the gold text but writes
-    the wrong ids (here: the gold with its citations and supports replaced) gets them right
-    once they are read from its text; as it is, it does not."""
-    from memworker import derive
+    """`--consolidate derived --reflect derived` on samples of an older wire (ids written by the
+    model, in the canonical shape): a model that states the gold text but writes the wrong ids
+    (here: the gold with its citations and supports replaced) gets them right once they are
+    read from its text; as it is, it does not. On a wire v4 sample (text only) it is the model's
+    answer as the codec already read it."""
+    from memworker.eval.hybrid import text_only
 
     out = tmp_path / "ev"
     assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),
@@ -129,17 +131,17 @@ def test_derived_reads_the_choices_from_the_models_own_text(tiny_corpus, tmp_pat
     with open(out / runner.SAMPLES, "wb") as fh:   # the oracle writes wrong ids
         for s in samples:
             wrong = None
-            if s["arm"] == "oracle" and s["task"] == "reflect" and s["wire"]["citations"]:
-                wrong = {**s["wire"], "citations": [], "insufficient_evidence": True}
-            if s["arm"] == "oracle" and s["task"] == "consolidate" and s["wire"]["observations"]:
+            gold = s["output"]
+            if s["arm"] == "oracle" and s["task"] == "reflect" and gold["citations"]:
+                wrong = {**gold, "citations": [], "insufficient_evidence": True}
+            if s["arm"] == "oracle" and s["task"] == "consolidate" and gold["observations"]:
                 ids = [f["id"] for f in rows[s["id"]]["input"]["facts"]]
                 wrong = {"observations": [{**o, "supports": ids[:2] if sorted(o["supports"]) !=
                                            sorted(ids[:2]) else ids[1:3]}
-                                          for o in s["wire"]["observations"]]}
-            if wrong is not None:
-                result = codec.decode(s["task"], rows[s["id"]]["input"],
-                                      wire.dump_answer(s["task"], wrong))
-                s = {**s, "wire": result.wire, "output": result.output}
+                                          for o in gold["observations"]]}
+            if wrong is not None:  # an older wire's sample: its wire held the written ids
+                result = codec.decode(s["task"], rows[s["id"]]["input"], json.dumps(wrong))
+                s = {**s, "wire": wrong, "output": result.output}
                 s["verdicts"] = runner.grade_sample(rows[s["id"]], s)
             fh.write(canonical_json(s) + b"\n")
     policies = {"extract": "model", "consolidate": "derived", "reflect": "derived"}
@@ -152,5 +154,13 @@ def test_derived_reads_the_choices_from_the_models_own_text(tiny_corpus, tmp_pat
     derived = [s for s in runner.read_samples(tmp_path / "hy" / runner.SAMPLES)
                if s["arm"] == "hybrid" and s["task"] == "reflect"]
     for s in derived:   # the derived citations are the gold's, read from the answer
-        assert s["output"]["citations"] == derive.derive_citations(
-            s["output"]["answer"], rows[s["id"]]["input"]["evidence"])
+        assert s["output"]["citations"] == rows[s["id"]]["gold"]["citations"]
+        assert s["wire"] == {"answer": s["output"]["answer"]}
+    # a wire v4 sample is already text only; an older one loses its ids
+    assert text_only("reflect", {"answer": "x"}) == {"answer": "x"}
+    assert text_only("reflect", {"insufficient_evidence": False, "citations": ["E1"],
+                                 "answer": "x"}) == {"answer": "x"}
+    assert text_only("consolidate", {"observations": ["s"]}) == {"observations": ["s"]}
+    assert text_only("consolidate", {"observations": [{"supports": ["A", "B"],
+                                                       "statement": "s"}]}) == {
+        "observations": ["s"]}

@@ -45,8 +45,9 @@ def _without_optional_properties(schema):
     return out
 
 
-@pytest.mark.parametrize("name", ["extract_wire", "consolidate_output", "reflect_output",
-                                  "episode", "consolidate_input", "reflect_input"])
+@pytest.mark.parametrize("name", ["extract_wire", "consolidate_wire", "reflect_wire",
+                                  "consolidate_output", "reflect_output", "episode",
+                                  "consolidate_input", "reflect_input"])
 def test_static_contract_schemas_convert_and_reparse(name):
     schema = load_schema(name)
     if name == "episode":

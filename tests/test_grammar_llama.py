@@ -99,7 +99,8 @@ def test_llama_parses_static_and_dynamic_grammars(vocab_model):
     import llama_cpp
 
     grammars = [schema_to_gbnf(load_schema(n))
-                for n in ("extract_wire", "consolidate_output", "reflect_output")]
+                for n in ("extract_wire", "consolidate_wire", "reflect_wire",
+                          "consolidate_output", "reflect_output")]
     grammars += [schema_to_gbnf(build_schema(t, inp, budget_tokens=b))
                  for t, items in SAMPLES.items() for inp in items for b in (None, -1, 120)]
     for g in grammars:
@@ -133,7 +134,7 @@ def test_llama_sampler_accepts_gold_like_answers_byte_for_byte(vocab_model, task
 def test_temperature_one_outputs_all_parse_and_validate(embedded_gguf, llama_cpp):
     backend = LlamaCppBackend(embedded_gguf, n_ctx=2048, n_threads=2)
     tight = Limits(claims=1, quotes=1, supersedes=1, name=16, value=16, statement=40,
-                   observations=1, supports=2, answer=60, citations=2)
+                   observations=1, answer=60)
     inputs = [("extract", SAMPLES["extract"][0]), ("extract", SAMPLES["extract"][1]),
               ("extract", SAMPLES["extract"][2]), ("consolidate", SAMPLES["consolidate"][0]),
               ("consolidate", SAMPLES["consolidate"][1]), ("reflect", SAMPLES["reflect"][0]),
@@ -152,4 +153,6 @@ def test_temperature_one_outputs_all_parse_and_validate(embedded_gguf, llama_cpp
             outputs.append((task, gen.text))
     backend.llm.close()
     assert len(outputs) >= 20
-    assert len({text for _, text in outputs}) > len(inputs)  # sampling really varied
+    # sampling really varied: the reflect answer is free text (wire v4; the base writes no claim
+    # and no observation at all here, the same text every time)
+    assert len({text for task, text in outputs if task == "reflect"}) >= 3

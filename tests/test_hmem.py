@@ -139,6 +139,27 @@ def test_consolidate_and_reflect_candidates():
                       "source_ids": ["E1"]}
 
 
+def test_consolidate_and_reflect_candidates_from_a_models_text():
+    """Wire v4: the model writes the text; the store gets the ids the codec reads from it."""
+    facts = [{"id": "A", "text": "Ana runs daily."}, {"id": "B", "text": "Ana entered a race."},
+             {"id": "C", "text": "Ana bought shoes."}]
+    worker = worker_with(json.dumps({"observations": [
+        "Ana runs daily and Ana entered a race, so she is probably training.",
+        "Ana bought shoes."]}))   # one fact: no observation
+    (obs,) = worker.consolidate(facts)
+    assert obs["source_ids"] == ["A", "B"] and obs["importance"] == 6
+    assert worker.last.diagnostics == [
+        "observations/1: dropped (states fewer than two of the facts)"]
+    evidence = [{"id": "E1", "text": "The user moved to Lisbon.",
+                 "timestamp": "2025-10-08T09:12:00+02:00"}]
+    for text, cited in (("The user moved to Lisbon.", ["E1"]), ("Not known.", [])):
+        worker = worker_with(json.dumps({"answer": text}))
+        answer = worker.reflect("Where does the user live?", evidence,
+                                asked_at="2025-10-20T10:00:00Z")
+        assert answer == {"text": text, "citations": cited, "insufficient_evidence": not cited,
+                          "source_ids": cited}
+
+
 def test_bad_output_raises_instead_of_returning_nothing():
     worker = worker_with("{}", '{"claims": "x"}')
     with pytest.raises(CodecError) as info:
@@ -211,12 +232,12 @@ def test_real_model_reflect_and_consolidate(real_worker):
     first, raws = _outcome(lambda: real_worker.consolidate(facts))
     again, _ = _outcome(lambda: real_worker.consolidate(facts))
     assert first == again  # temperature 0, fixed seed: the same answer or the same error
-    if raws is None:  # accepted: each observation cites both facts once
-        raws = [a.raw for a in real_worker.last.attempts]
-        for obs in first:
-            assert sorted(obs["source_ids"]) == ["A", "B"] and 1 <= obs["importance"] <= 10
-    else:  # the grammar cannot forbid citing one fact twice; the codec must say so, loudly
-        assert "two different facts" in first and len(raws) == 2
+    # wire v4: the grammar writes statements only, which the codec always reads (an observation
+    # that states fewer than two facts is dropped, noted): each one kept states both facts
+    assert raws is None, first
+    raws = [a.raw for a in real_worker.last.attempts]
+    for obs in first:
+        assert sorted(obs["source_ids"]) == ["A", "B"] and 1 <= obs["importance"] <= 10
     _grammar_valid(real_worker, "consolidate",
                    {"facts": [{"id": f["id"], "statement": f["text"]} for f in facts]}, raws)
 

@@ -152,7 +152,7 @@ def test_consolidate_and_reflect_errors_roll_back(tmp_path):
                                             "supports": ["M1", "M1"]}]})
     store = store_with(tmp_path, PORTO, extract_text(claim("I play chess.", "chess",
                                                            predicate="plays")),
-                       bad_obs, bad_obs, '{"answer": "Porto."}', "{}")
+                       bad_obs, bad_obs, '{"answer": ""}', "{}")
     for sid, msgs, at in (("s1", S1, T1), ("s2", chess, T2)):
         store.add_episode(sid, msgs, at)
         store.extract(sid, msgs, at)
@@ -200,9 +200,14 @@ def test_no_secret_check_can_fail(tmp_path):
     assert C.check_no_secret(store, {"secrets": ["Lisbon"]}, {})[0]
 
 
-def test_reflect_stores_the_answer_and_retrieves_history(tmp_path):
-    answer = json.dumps({"answer": "Lisbon.", "citations": ["M2"],
-                         "insufficient_evidence": False})
+@pytest.mark.parametrize("answer,text", [
+    # wire v4, as a model writes it: the codec reads the citation from the text
+    (json.dumps({"answer": "The user lives in Lisbon."}), "The user lives in Lisbon."),
+    # the canonical form, ids given (a teacher, the rules)
+    (json.dumps({"answer": "Lisbon.", "citations": ["M2"], "insufficient_evidence": False}),
+     "Lisbon."),
+])
+def test_reflect_stores_the_answer_and_retrieves_history(tmp_path, answer, text):
     store = store_with(tmp_path, PORTO, LISBON, answer)
     for sid, msgs, at in (("s1", S1, T1), ("s2", S2, T2)):
         store.add_episode(sid, msgs, at)
@@ -211,7 +216,7 @@ def test_reflect_stores_the_answer_and_retrieves_history(tmp_path):
     assert [e["id"] for e in out["evidence"]] == ["M2", "M1"]   # newest first, history kept
     assert out["evidence"][0]["text"].endswith("(date: 2025-02)")
     (row,) = store.rows("reflections")
-    assert row["answer"] == "Lisbon." and json.loads(row["citations"]) == ["M2"]
+    assert row["answer"] == text and json.loads(row["citations"]) == ["M2"]
 
 
 # --- scenarios and checks -------------------------------------------------------------------------

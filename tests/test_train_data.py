@@ -218,16 +218,27 @@ def test_task_shares_must_name_exactly_the_rows_tasks(asked):
     assert all(enc.weights is None for enc in rows)  # nothing changed before the refusal
 
 
-def test_wire_rows_of_an_older_wire_form_are_refused(tmp_path):
-    """A corpus whose answers are not in the wire form this code writes (here: a reflection in the
-    order before decisions came first) is refused with the rebuild command; a current one loads."""
+@pytest.mark.parametrize("task,keys", [
+    ("reflect", ("insufficient_evidence", "citations", "answer")),   # decisions first (v3)
+    ("reflect", ("answer", "citations", "insufficient_evidence")),   # text first (before)
+    ("consolidate", ("supports", "statement")),
+])
+def test_wire_rows_of_an_older_wire_form_are_refused(tmp_path, task, keys):
+    """A corpus whose answers are not in the wire form this code writes (here: a reflection or an
+    observation with the ids a model wrote before wire v4, in either order) is refused with the
+    rebuild command; a current one loads."""
+    from memworker.corpus import load_rows
+
     corpus = build_tiny_corpus(tmp_path / "c", episodes=6)
     assert len(tdata.load_wire_rows(corpus, "train")) > 0
+    gold = {r["id"]: r["gold"] for r in load_rows(corpus, "train", form="canonical")}
     path = corpus / "wire" / "train.jsonl"
     rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
-    row = next(r for r in rows if r["task"] == "reflect")
-    answer = json.loads(row["messages"][-1]["content"])
-    old = {k: answer[k] for k in ("answer", "citations", "insufficient_evidence")}
+    row = next(r for r in rows if r["task"] == task and (task == "reflect" or gold[r["id"]][
+        "observations"]))
+    answer = gold[row["id"]]
+    old = ({k: answer[k] for k in keys} if task == "reflect" else
+           {"observations": [{k: o[k] for k in keys} for o in answer["observations"]]})
     row["messages"][-1]["content"] = json.dumps(old, separators=(",", ":"), ensure_ascii=False)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     from memworker.corpus.build import write_manifest

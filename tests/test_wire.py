@@ -99,44 +99,68 @@ def test_dump_answer_uses_schema_key_order_and_compact_separators():
     assert json.loads(text) == {"claims": [WIRE_ARRAY]}
     assert wire.dump_answer("extract", {"claims": [WIRE_ARRAY]}) == text  # arrays as written
     assert wire.key_order("extract") == {"": ["claims"], "claim": list(wire.CLAIM_FIELDS)}
-    # decisions before free text: the abstain flag, then the citations, then the answer; an
-    # observation's supports before its statement (given here in the old, text-first order)
-    assert wire.key_order("reflect") == {"": ["insufficient_evidence", "citations", "answer"]}
-    assert wire.key_order("consolidate") == {"": ["observations"],
-                                             "observation": ["supports", "statement"]}
-    assert wire.dump_answer("reflect", {"answer": "Not known.", "citations": [],
-                                        "insufficient_evidence": True}) == (
-        '{"insufficient_evidence":true,"citations":[],"answer":"Not known."}')
-    assert wire.dump_answer("consolidate", {"observations": [
-        {"statement": "Ana is training.", "supports": ["F1", "F2"]}]}) == (
-        '{"observations":[{"supports":["F1","F2"],"statement":"Ana is training."}]}')
+    # wire v4: a consolidate or reflect answer is text only
+    assert wire.key_order("reflect") == {"": ["answer"]}
+    assert wire.key_order("consolidate") == {"": ["observations"]}
+    assert wire.dump_answer("reflect", {"answer": "Not known."}) == '{"answer":"Not known."}'
+    assert wire.dump_answer("consolidate", {"observations": ["Ana is training."]}) == (
+        '{"observations":["Ana is training."]}')
     assert wire.SEPARATORS == (",", ":")
     assert ", " not in text and '": ' not in text
     assert "é" in wire.dump_answer("extract", {"claims": [wire_claim(value="Zoë's café")]})
 
 
+FACTS = [{"id": "F1", "statement": "Ana (the user's sister) runs every morning."},
+         {"id": "F2", "statement": "Ana (the user's sister) signed up for a marathon."},
+         {"id": "F3", "statement": "The user likes tea."}]
+EVIDENCE = {"question": "Where does Ana live?", "asked_at": "2025-10-08T09:00:00Z",
+            "evidence": [{"id": "E1", "timestamp": "2025-10-01T10:00:00Z",
+                          "text": "Ana (the user's sister) lives in Lisbon."},
+                         {"id": "E2", "timestamp": "2025-10-02T10:00:00Z",
+                          "text": "The user likes tea."}]}
+OBSERVATION = ("Ana (the user's sister) runs every morning and Ana (the user's sister) signed up "
+               "for a marathon, so she is probably training.")
+
+
 @pytest.mark.parametrize("reverse", [False, True])
-def test_consolidate_and_reflect_answers_are_ordered_decisions_first(reverse):
-    """A store or teacher may send any key order (the canonical contract's old one: free text
-    first); order_answer, to_wire and dump_answer write the decisions before the free text."""
+def test_consolidate_and_reflect_wire_is_the_text_alone(reverse):
+    """Wire v4: to_wire keeps a canonical answer's text (any key order), from_wire reads its
+    supports / citations and abstention back from it (memworker.derive)."""
     def given(d):
         return dict(reversed(list(d.items()))) if reverse else d
 
-    for answer in ({"answer": "In Lisbon.", "citations": ["E1"], "insufficient_evidence": False},
-                   {"answer": "Not said.", "citations": [], "insufficient_evidence": True}):
-        for out in (wire.order_answer("reflect", given(answer)),
-                    wire.to_wire("reflect", given(answer))):
-            assert out == answer and list(out) == ["insufficient_evidence", "citations", "answer"]
-    consolidate = {"observations": [given({"statement": "Ana probably trains.",
-                                           "supports": ["F2", "F1"]}),
-                                    given({"statement": "Ana likes tea.", "supports": ["F1", "F3"]})]}
-    for out in (wire.order_answer("consolidate", consolidate),
-                wire.to_wire("consolidate", consolidate)):
-        assert out == consolidate
-        assert [list(o) for o in out["observations"]] == [["supports", "statement"]] * 2
-    assert wire.dump_answer("consolidate", consolidate) == (
-        '{"observations":[{"supports":["F2","F1"],"statement":"Ana probably trains."},'
-        '{"supports":["F1","F3"],"statement":"Ana likes tea."}]}')
+    for answer in ({"insufficient_evidence": False, "citations": ["E1"],
+                    "answer": "Ana (the user's sister) lives in Lisbon."},
+                   {"insufficient_evidence": True, "citations": [],
+                    "answer": "Nothing says where Ana lives."}):
+        w = wire.to_wire("reflect", given(answer))
+        assert w == {"answer": answer["answer"]}
+        validate("reflect_wire", w)
+        assert wire.from_wire("reflect", w, EVIDENCE) == answer
+    consolidate = {"observations": [given({"supports": ["F1", "F2"], "statement": OBSERVATION})]}
+    w = wire.to_wire("consolidate", consolidate)
+    assert w == {"observations": [OBSERVATION]}
+    validate("consolidate_wire", w)
+    assert wire.dump_answer("consolidate", w) == json.dumps(w, separators=(",", ":"))
+    back = wire.from_wire("consolidate", w, {"facts": FACTS})
+    assert back == {"observations": [{"supports": ["F1", "F2"], "statement": OBSERVATION}]}
+    assert list(back["observations"][0]) == ["supports", "statement"]  # the contract's order
+    # a statement that states fewer than two facts, or the same facts again, is no observation
+    assert wire.from_wire("consolidate", {"observations": [
+        "The user likes tea, probably.", OBSERVATION, OBSERVATION]}, {"facts": FACTS}) == back
+
+
+def test_the_wire_refuses_ids_in_a_consolidate_or_reflect_answer():
+    """The canonical form is not the wire: order_answer / dump_answer refuse it (a corpus row
+    written before v4 is not a current training target); to_wire converts it."""
+    with pytest.raises(ValueError, match="unexpected keys.*citations"):
+        wire.dump_answer("reflect", {"insufficient_evidence": False, "citations": ["E1"],
+                                     "answer": "In Lisbon."})
+    with pytest.raises(ValueError, match="statement alone"):
+        wire.dump_answer("consolidate", {"observations": [
+            {"supports": ["F1", "F2"], "statement": OBSERVATION}]})
+    with pytest.raises(ValueError, match="lacks"):
+        wire.order_answer("reflect", {})
 
 
 def test_unknown_keys_are_refused():
@@ -273,29 +297,22 @@ def test_field_starts_of_an_extract_answer():
 
 
 def test_field_starts_of_a_consolidate_and_a_reflect_answer():
-    text = wire.dump_answer("consolidate", {"observations": [
-        {"statement": "Ana trains.", "supports": ["A", "B"]}]})
-    assert wire.field_starts(text) == [(16, "observations", True), (29, "supports", True),
-                                       (52, "statement", False)]
-    assert _checked_starts(text)[1] == ("supports", True, '["A","B"]')
-    assert _checked_starts(text)[2] == ("statement", False, "Ana train")
-    text = wire.dump_answer("reflect", {"answer": "Lisbon.", "citations": ["E1", "E2"],
-                                        "insufficient_evidence": False})
-    assert wire.field_starts(text) == [(25, "insufficient_evidence", False),
-                                       (43, "citations", True), (65, "answer", False)]
-    assert _checked_starts(text)[0] == ("insufficient_evidence", False, "false,\"ci")
-    assert _checked_starts(text)[2] == ("answer", False, 'Lisbon."}')
+    text = wire.dump_answer("consolidate", {"observations": ["Ana trains.", "Ana runs."]})
+    assert wire.field_starts(text) == [(16, "observations", True)]  # statements: list items
+    assert _checked_starts(text)[0] == ("observations", True, '["Ana tra')
+    assert wire.field_starts('{"observations":[]}') == [(16, "observations", True)]
+    text = wire.dump_answer("reflect", {"answer": "Lisbon."})
+    assert wire.field_starts(text) == [(11, "answer", False)]
+    assert _checked_starts(text)[0] == ("answer", False, 'Lisbon."}')
 
 
 @pytest.mark.parametrize("text", [
     '{"claims": []}',                                              # spaced (v2 separators)
-    '{"insufficient_evidence":true,"citations":[] ,"answer":"x"}',
-    '{"insufficient_evidence":true,"citations":[],"answer":"Zo\\u00eb"}',  # ensure_ascii
-    '{"observations":[{"supports":["A","B"],"statement":"s"}]}\n',  # a trailing newline
+    '{"answer": "x"}',
+    '{"answer":"Zo\\u00eb"}',                                    # ensure_ascii
+    '{"observations":["s"]}\n',                                   # a trailing newline
+    '{"observations":["s" ,"t"]}',
     json.dumps({"claims": [wire_claim()]}),                         # json.dumps defaults
-    '{"citations":[],"insufficient_evidence":true,"answer":"x"}',   # keys out of order
-    '{"answer":"x","citations":[],"insufficient_evidence":true}',   # the old, text-first order
-    '{"observations":[{"statement":"s","supports":["A","B"]}]}',
     json.dumps({"claims": [wire_claim(array=False)]}, separators=(",", ":")),  # a record
 ])
 def test_field_starts_refuses_a_text_dump_answer_did_not_write(text):

@@ -1,4 +1,5 @@
-"""Task contracts: the JSON Schemas of every task's input and canonical output.
+"""Task contracts: the JSON Schemas of every task's input, canonical output and wire form (what
+the model generates, `memworker.wire`).
 
 The schema files live in `memworker/schemas/` and are the source of truth. They stay inside what
 llama.cpp's JSON-schema -> grammar conversion supports: flat objects, `anyOf` only of whole objects,
@@ -34,8 +35,10 @@ SCHEMA_NAMES = (
     "extract_wire",
     "consolidate_input",
     "consolidate_output",
+    "consolidate_wire",
     "reflect_input",
     "reflect_output",
+    "reflect_wire",
 )
 
 

@@ -23,9 +23,17 @@ the one the codec renders, `wire.render_statement`):
 | `unknown_predicate` | drop | the predicate is not in the request's vocabulary (`memworker.ontology.vocabulary`; the dynamic schema offers exactly those, so only an unconstrained backend or the rules arm can write another): a fact the store has no predicate for is not stored |
 | `time_expression_not_detected` | reject | the time expression is not one that `memworker.temporal.find_expressions` detects in the request's events (the dynamic schema offers exactly those; `memworker.wire.anchor_event` picks the event that dates it) |
 
-consolidate: `unknown_fact_id` (a support not among the facts). reflect: `unknown_evidence_id`
-(a citation not among the evidence). Checks against the world state (what is *true*) stay in the
-audit; repairs that cannot change meaning (redaction, duplicate ids) stay in the codec.
+consolidate, per support (an observation's, given or read from its statement by
+`memworker.derive`): `unknown_fact_id` (reject: a support not among the facts). reflect, per
+citation (given, or read from the answer text):
+
+| code | drop? | rule |
+|---|---|---|
+| `unknown_evidence_id` | reject | a citation not among the evidence |
+| `injection_obeyed` | drop | **the untrusted-evidence rule**: the cited item's text is a memory-control instruction (`safety.is_memory_control`): an instruction is data, never evidence, so the citation goes (an answer left without citations abstains) |
+
+Checks against the world state (what is *true*) stay in the audit; repairs that cannot change
+meaning (redaction, duplicate ids) stay in the codec.
 """
 
 from __future__ import annotations
@@ -307,6 +315,15 @@ def consolidate_findings(answer: dict[str, Any], inputs: dict[str, Any]) -> list
 
 
 def reflect_findings(answer: dict[str, Any], inputs: dict[str, Any]) -> list[Finding]:
-    ids = {e["id"] for e in inputs["evidence"]}
-    return [Finding("unknown_evidence_id", "citations", f"evidence id {c!r} does not exist")
-            for c in answer["citations"] if c not in ids]
+    """One finding per citation ("citations/<n>") that is not among the evidence or cites a
+    memory-control instruction (the untrusted-evidence rule), in citation order."""
+    texts = {e["id"]: e["text"] for e in inputs["evidence"]}
+    out = []
+    for n, c in enumerate(answer["citations"]):
+        if c not in texts:
+            out.append(Finding("unknown_evidence_id", f"citations/{n}",
+                               f"evidence id {c!r} does not exist"))
+        elif is_memory_control(texts[c]):
+            out.append(Finding("injection_obeyed", f"citations/{n}",
+                               f"evidence {c} is a memory-control instruction, not evidence"))
+    return out

@@ -25,28 +25,44 @@ answer loses them (`comparable` says what survives a round trip). Inside the cod
 and the corpus audit a wire claim is handled as a *record*, a dict with the fields above
 (`unpack_claim` / `pack_claim`).
 
-`consolidate` and `reflect` have the same wire and canonical form. Every answer is written with
-the compact separators `SEPARATORS` and keys in the schema's property order: the grammar
-enforces both, so training targets (`dump_answer`) use them.
+Wire v4, for `consolidate` and `reflect`, writes only text (schemas/consolidate_wire,
+reflect_wire): a 135M student could not learn to write the ids (support sets right in 10 of 192
+val rows, citations in 13 of 131) while the text it wrote stated the right facts and evidence far
+more often (train/README E13, E14); the codec reads the ids back from the text
+(`memworker.derive`), as it reads an extract claim's event from its quote:
 
-**Decisions before free text, for every task.** An answer commits to its graded choices before
-it writes free text, so a derailed sentence cannot delay or bury them (a v3 student wrote the
-statement / answer first, ran into repetitions with the graded choices still to come and scored
-consolidation 0/10, reflection 1/10 on val):
+| wire (generated)                  | canonical (what the store sees)                        |
+|-----------------------------------|--------------------------------------------------------|
+| {"observations":["…",…]}          | {"observations":[{"supports":[…],"statement":"…"},…]}: |
+|   (each observation's statement)  |   supports: the facts the statement states; one that   |
+|                                   |   states fewer than two, or the same facts as an       |
+|                                   |   earlier one, is no observation (`derive_consolidate`)|
+| {"answer":"…"}                    | {"insufficient_evidence":…,"citations":[…],            |
+|                                   |  "answer":"…"}: citations: the evidence items the      |
+|                                   |   answer states; none: insufficient_evidence true      |
+|                                   |   (`derive_reflect`)                                   |
 
-    extract      a claim opens with its quotes (the span before its event index); its short,
-                 mostly copied name and value then precede kind, time expression and
-                 supersedes (CLAIM_FIELDS order)
-    consolidate  an observation's supports, then its statement: {"supports":[...],"statement":"…"}
-    reflect      {"insufficient_evidence":…,"citations":[...],"answer":"…"}: the fork (abstain or
-                 not) first, the citations before the answer text
+The corpus's canonical rows keep the gold ids; its wire rows are the text alone, and the corpus
+audit requires every generated gold text to read back to its ids (`wire_roundtrip`). A store or
+teacher may still send the canonical form: the codec keeps and verifies its ids.
 
-The order lives in the schema files (schemas/extract_wire, consolidate_output, reflect_output;
-both `anyOf` branches of reflect); `key_order` reads it there, so the grammar, `order_answer` and
-`dump_answer` follow it. A store or teacher may send keys in any order: `order_answer` reorders.
+Every answer is written with the compact separators `SEPARATORS` and keys in the schema's
+property order: the grammar enforces both, so training targets (`dump_answer`) use them.
 
-This module only converts shapes and resolves dates; verification against the inputs (exact
-spans, known ids, secrets, untrusted sources) is the codec's job (memworker.inference).
+**Decisions before free text.** An extract answer commits to its graded choices before it writes
+free text, so a derailed sentence cannot delay or bury them: a claim opens with its quotes (the
+span before its event index); its short, mostly copied name and value then precede kind, time
+expression and supersedes (CLAIM_FIELDS order). A consolidate or reflect answer (v4) writes no
+decision at all: its text is what the choices are read from (before v4 they wrote their ids
+first, after a v3 student that wrote the text first ran into repetitions with the ids still to
+come and scored consolidation 0/10, reflection 1/10 on val).
+
+The order lives in the schema files (schemas/*_wire); `key_order` reads it there, so the grammar,
+`order_answer` and `dump_answer` follow it.
+
+This module only converts shapes, resolves dates and derives what the model does not write;
+verification against the inputs (exact spans, known ids, secrets, untrusted sources) is the
+codec's job (memworker.inference).
 """
 
 from __future__ import annotations
@@ -54,7 +70,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memworker import temporal
+from memworker import derive, temporal
 from memworker.contracts import load_schema
 
 #: the compact separators of every answer (the grammar writes exactly these)
@@ -66,8 +82,8 @@ DEFAULT_CONFIDENCE = 0.9
 CLAIM_FIELDS = ("quotes", "name", "type", "predicate", "value", "kind", "time_expression",
                 "supersedes")
 
-_WIRE_SCHEMA = {"extract": "extract_wire", "consolidate": "consolidate_output",
-                "reflect": "reflect_output"}
+_WIRE_SCHEMA = {"extract": "extract_wire", "consolidate": "consolidate_wire",
+                "reflect": "reflect_wire"}
 
 
 def wire_schema_name(task: str) -> str:
@@ -79,15 +95,10 @@ def confidence_of(kind: str) -> float:
 
 
 def key_order(task: str) -> dict[str, list[str]]:
-    """Property order of the wire answer: {"": top level, "observation": ...} (an extract claim is
-    an array: its order is CLAIM_FIELDS)."""
-    schema = load_schema(_WIRE_SCHEMA[task])
-    if task == "extract":
-        return {"": ["claims"], "claim": list(CLAIM_FIELDS)}
-    if task == "consolidate":
-        obs = schema["properties"]["observations"]["items"]
-        return {"": ["observations"], "observation": list(obs["properties"])}
-    return {"": list(schema["anyOf"][0]["properties"])}
+    """Property order of the wire answer: {"": top level} (an extract claim is an array: its
+    order, "claim", is CLAIM_FIELDS)."""
+    order = {"": list(load_schema(_WIRE_SCHEMA[task])["properties"])}
+    return {**order, "claim": list(CLAIM_FIELDS)} if task == "extract" else order
 
 
 def _ordered(obj: dict[str, Any], order: list[str]) -> dict[str, Any]:
@@ -143,16 +154,17 @@ def claim_records(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 def order_answer(task: str, wire: dict[str, Any]) -> dict[str, Any]:
     """The wire answer with keys in grammar order, extract claims as arrays (each given as an
-    array or as a record); raises ValueError on unknown keys or a claim of the wrong shape."""
+    array or as a record); raises ValueError on unknown keys, a claim of the wrong shape or a
+    consolidate observation that is not a string (a canonical answer goes through `to_wire`)."""
     order = key_order(task)
     top = _ordered(wire, order[""])
-    missing = sorted(set(order[""]) - set(top)) if task != "reflect" else []
+    missing = sorted(set(order[""]) - set(top))
     if missing:
         raise ValueError(f"wire answer lacks {missing}")
     if task == "extract":
         top["claims"] = [pack_claim(_record(c)) for c in wire["claims"]]
-    elif task == "consolidate":
-        top["observations"] = [_ordered(o, order["observation"]) for o in wire["observations"]]
+    elif task == "consolidate" and not all(isinstance(o, str) for o in wire["observations"]):
+        raise ValueError("a wire observation is its statement alone (a string)")
     return top
 
 
@@ -175,8 +187,9 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
     `dump_answer` writes it), in text order: a string's value starts after its opening quote, a
     list at its "[". Fields are the keys of objects and, inside an extract claim's array, the
     names of CLAIM_FIELDS ("quote" and "event" inside a quote pair). The scalar items of a list
-    (ids in supersedes, supports, citations) have no entry of their own: they belong to the
-    list's field, whose entry is its "["; an extract claim is "claim", a quote pair "pair".
+    (ids in supersedes, the statements of observations) have no entry of their own: they belong
+    to the list's field, whose entry is its "["; an extract claim is "claim", a quote pair
+    "pair".
     Raises ValueError when `text` is not exactly what dump_answer writes for its value."""
     answer = json.loads(text)
     task = task_of_answer(answer)
@@ -270,8 +283,9 @@ def comparable(claim: dict[str, Any]) -> dict[str, Any]:
 
 
 def comparable_answer(task: str, answer: dict[str, Any]) -> dict[str, Any]:
-    """A canonical answer as far as the wire carries it: an extract answer's claims without
-    `DERIVED`; a consolidate or reflect answer whole."""
+    """A canonical answer as far as a round trip through the wire keeps it: an extract answer's
+    claims without `DERIVED`; a consolidate or reflect answer whole (its ids are read back from
+    its text, `memworker.derive`)."""
     if task != "extract":
         return answer
     return {**answer, "claims": [comparable(c) for c in answer["claims"]]}
@@ -340,16 +354,23 @@ def claim_from_wire(record: dict[str, Any], events: list[dict[str, Any]]) -> dic
 
 
 def to_wire(task: str, canonical: dict[str, Any]) -> dict[str, Any]:
-    """Canonical answer -> wire answer, as the model writes it (training targets are this)."""
+    """Canonical answer -> wire answer, as the model writes it (training targets are this): an
+    extract claim without what the codec derives; a consolidate or reflect answer's text alone."""
     if task == "extract":
         return order_answer(task, {"claims": [pack_claim(claim_to_wire(c))
                                               for c in canonical["claims"]]})
-    return order_answer(task, canonical)
+    if task == "consolidate":
+        return order_answer(task, {"observations": [o["statement"]
+                                                    for o in canonical["observations"]]})
+    return order_answer(task, {"answer": canonical["answer"]})
 
 
 def from_wire(task: str, wire: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
-    """Wire answer -> canonical answer (shape, dates and derived fields only; the codec verifies
-    the rest)."""
+    """Wire answer -> canonical answer (shape, dates and derived fields only: an extract claim's
+    statement, flag and confidence, a consolidate observation's supports, a reflection's
+    citations and abstention; the codec verifies the rest)."""
     if task == "extract":
         return {"claims": [claim_from_wire(r, inputs["events"]) for r in claim_records(wire)]}
-    return json.loads(json.dumps(wire))
+    if task == "consolidate":
+        return derive.derive_consolidate(wire, inputs)
+    return derive.derive_reflect(wire, inputs)

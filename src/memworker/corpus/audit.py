@@ -2,10 +2,11 @@
 
 `audit_row` checks one row on its own: schema validity of input and gold; the gold answer against
 its request through `memworker.verify` (exact and quotable spans, known ids, credential-shaped
-quotes, the untrusted-source rule), the checker the codec uses too, so the corpus and the codec
-reach the same verdict; behaviour invariants (secrets, rejected/undecided/failed values,
-corrections, hedges, exceptions, sources), and dates (detected expression, resolver agreement, no
-clock time on date-only expressions). `audit_rows` adds corpus-level checks (family split,
+quotes, the untrusted-source and untrusted-evidence rules), the checker the codec uses too, so the
+corpus and the codec reach the same verdict; behaviour invariants (secrets, rejected/undecided/
+failed values, corrections, hedges, exceptions, sources), dates (detected expression, resolver
+agreement, no clock time on date-only expressions), and the wire round trip (a consolidate or
+reflect gold text must state its ids: the model writes only the text, wire v4). `audit_rows` adds corpus-level checks (family split,
 duplicate ids). Every problem is a `Violation` with a stable code; the build excludes rows that
 still fail after `repair_from_truth` and counts them by code in the manifest.
 """
@@ -90,8 +91,13 @@ class Violation:
 # ------------------------------------------------------------------------------------ rows
 
 
-def audit_row(row: dict[str, Any]) -> list[Violation]:
-    """Every violation of one row (empty when the row is sound)."""
+def audit_row(row: dict[str, Any], *, read_back: bool = True) -> list[Violation]:
+    """Every violation of one row (empty when the row is sound). `wire_roundtrip`: the gold
+    answer, written in wire form and converted back, is the gold again (all but what the codec
+    derives for extract); a consolidate or reflect wire answer is text only (wire v4), so its
+    supports / citations must be what the codec reads from that text (`memworker.derive`).
+    `read_back=False` checks only that an extract answer comes back: for hand-written labels
+    (the natural set, never trained on), whose own words need not state their ids."""
     out: list[Violation] = []
     task, inp, gold = row["task"], row["input"], row["gold"]
     for name, doc, code in (
@@ -113,15 +119,25 @@ def audit_row(row: dict[str, Any]) -> list[Violation]:
         "consolidate": _audit_consolidate,
         "reflect": _audit_reflect,
     }[task](row)
+    if task != "extract" and not read_back:
+        return out
     try:
         answer = json.loads(wire.dump_answer(task, wire.to_wire(task, gold)))
         back = wire.from_wire(task, answer, inp)
         if wire.comparable_answer(task, back) != wire.comparable_answer(task, gold):
-            out.append(Violation("wire_roundtrip", "wire form does not convert back (all but "
-                                 "what the codec derives: statement, confidence)"))
+            out.append(Violation("wire_roundtrip", _roundtrip_detail(task, back)))
     except (ValueError, KeyError, temporal.UnresolvableExpression) as exc:
         out.append(Violation("wire_roundtrip", str(exc)))
     return out
+
+
+def _roundtrip_detail(task: str, back: dict[str, Any]) -> str:
+    if task == "consolidate":
+        supports = [o["supports"] for o in back["observations"]]
+        return f"the statements state other supports: {supports}"
+    if task == "reflect":
+        return f"the answer states other evidence: {back['citations']}"
+    return "wire form does not convert back (all but what the codec derives: statement, confidence)"
 
 
 def _truth_key(subject: str, predicate: str, value: str | None) -> tuple[str, str, str]:
@@ -281,17 +297,19 @@ def _audit_reflect(row: dict[str, Any]) -> list[Violation]:
 
 
 def audit_rows(
-    rows: list[dict[str, Any]], family_splits: dict[str, str] | None = None
+    rows: list[dict[str, Any]], family_splits: dict[str, str] | None = None, *,
+    read_back: bool = True,
 ) -> dict[str, list[Violation]]:
     """Violations per row id, including corpus-level ones (family in two splits, a row in a
-    split other than its family's, duplicate ids). Rows without violations are absent."""
+    split other than its family's, duplicate ids). Rows without violations are absent.
+    `read_back`: as in `audit_row`."""
     found: dict[str, list[Violation]] = {}
     splits_of: dict[str, set[str]] = {}
     ids: Counter = Counter(r["id"] for r in rows)
     for r in rows:
         splits_of.setdefault(r["family"], set()).add(r["split"])
     for r in rows:
-        v = audit_row(r)
+        v = audit_row(r, read_back=read_back)
         if len(splits_of[r["family"]]) > 1:
             v.append(
                 Violation(

@@ -19,8 +19,10 @@ Policies (per task):
 - consolidate, reflect `derived`: the model's answer with its choices read from its own text
   (`memworker.derive`): an observation's supports are the facts its statement states, a
   reflection's citations the evidence its answer states, and an answer that states none
-  abstains. The model's written supports, citations and flag are ignored. It is a function of
-  the model's raw answer alone, so it is what a worker whose codec derived them would score.
+  abstains. Only the model's text goes to the codec (wire v4), which reads them; on a sample of
+  an older wire (ids written before or after the text) the written supports, citations and flag
+  are ignored. It is a function of the model's raw answer alone, so it is what a worker whose
+  codec derived them scores (on a wire v4 sample it is the `model` policy).
 
 A hybrid row's seconds are the two arms' seconds added (the worker runs both). Choose a policy on
 the val split only; on held-out, test and natural sets this describes a result.
@@ -36,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker import derive, wire
+from memworker import wire
 from memworker.eval.grade import _value_key, predicate_match, subject_match
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.hashing import canonical_json, write_json
@@ -83,6 +85,16 @@ def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] 
     return {"claims": out}
 
 
+def text_only(task: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The wire v4 answer (text only) of a consolidate or reflect sample's verified wire answer:
+    a v4 one as it is; an older one (the canonical shape, ids written by the model) without its
+    ids, which the codec then reads from the text."""
+    if task == "consolidate":
+        return {"observations": [o["statement"] if isinstance(o, dict) else o
+                                 for o in answer["observations"]]}
+    return {"answer": answer["answer"]}
+
+
 def _claim_limit(schema: dict[str, Any]) -> int:
     return int(schema["properties"]["claims"].get("maxItems", 0))
 
@@ -106,8 +118,7 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
     elif model.get("wire") is None:  # the model's answer failed: nothing to read choices from
         return {**model, "arm": name, "seconds": float(model["seconds"])}
     else:
-        merged = (derive.derive_consolidate if task == "consolidate"
-                  else derive.derive_reflect)(model["wire"], row["input"])
+        merged = text_only(task, model["wire"])
         seconds = float(model["seconds"])  # the model alone: the rules do not run
     raw = wire.dump_answer(task, merged)
     sample: dict[str, Any] = {

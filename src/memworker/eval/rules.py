@@ -1,9 +1,10 @@
 """The `rules` arm: a deterministic extractor / consolidator / answerer, the bar a model must clear.
 
 Written against the task as the prompts state it (prompts/*.txt), with general English sentence
-patterns; it does not import the corpus generator's phrase tables. It answers in the *wire* form
-and goes through the same codec (`codec.run`: dynamic schema, verification, one retry) as the
-model arms, as a backend whose `generate()` returns JSON text. `RulesBackend.bind(task, inputs)`
+patterns; it does not import the corpus generator's phrase tables. It answers extract in the
+*wire* form, consolidate and reflect in the canonical form with its ids given (`answer_text`), and
+goes through the same codec (`codec.run`: dynamic schema, verification, one retry) as the model
+arms, as a backend whose `generate()` returns JSON text. `RulesBackend.bind(task, inputs)`
 gives the per-row backend (the rules read the structured inputs, not the rendered prompt).
 
 - extract: trusted user events, one sentence at a time (sentences that are questions, carry a
@@ -24,6 +25,7 @@ gives the per-row backend (the rules read the structured inputs, not the rendere
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -429,13 +431,16 @@ ANSWERS = {"extract": extract_answer, "consolidate": consolidate_answer,
            "reflect": reflect_answer}
 
 
-def to_wire_v3(task: str, answer: dict[str, Any]) -> dict[str, Any]:
-    """The rules' answer in the wire form the codec reads: an extract claim keeps what the model
-    would write (the codec derives the statement, correction flag and confidence, as it does for
-    every arm); consolidate and reflect are unchanged."""
+def answer_text(task: str, answer: dict[str, Any]) -> str:
+    """The rules' answer as the text the codec reads: an extract answer in wire form (a claim
+    keeps what the model would write; the codec derives the statement, correction flag and
+    confidence, as it does for every arm); a consolidate or reflect answer in canonical form,
+    compact, its supports / citations given (the codec keeps and verifies them: the rules choose
+    their ids, the model's are read from its text, wire v4)."""
     if task != "extract":
-        return answer
-    return {"claims": [{k: c[k] for k in wire.RECORD_KEYS} for c in answer["claims"]]}
+        return json.dumps(answer, ensure_ascii=False, separators=wire.SEPARATORS)
+    return wire.dump_answer(task, {"claims": [{k: c[k] for k in wire.RECORD_KEYS}
+                                              for c in answer["claims"]]})
 
 
 class RulesBackend:
@@ -457,6 +462,6 @@ class _BoundRules:
     def generate(self, messages, *, schema=None, grammar=None, max_tokens: int,
                  temperature: float = 0.0, seed: int = 0) -> Generation:
         answer = ANSWERS[self.task](self.inputs)
-        return Generation(text=wire.dump_answer(self.task, to_wire_v3(self.task, answer)),
+        return Generation(text=answer_text(self.task, answer),
                           finish_reason="stop",
                           backend=self.name)

@@ -6,8 +6,11 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
 1. `finish_reason == "length"` -> `OutputTruncatedError` (even when the prefix happens to parse).
 2. Parse: one JSON object, nothing around it (a single surrounding markdown code fence is
    tolerated and noted); duplicate keys, NaN/Infinity, lone surrogates -> `OutputParseError`.
-3. Shape: the static wire contract. For `extract` an answer in *canonical* form (teachers, old
-   outputs) is accepted too: it is converted to wire form and its dates are kept for comparison.
+3. Shape: the static wire contract. An answer in *canonical* form (a teacher's, a store's, the
+   rules', old outputs) is accepted too, noted in `diagnostics` ("answer was in canonical
+   form"): an extract answer is converted to wire form and its dates are kept for comparison; a
+   consolidate or reflect answer keeps the ids it gives (checked as in step 4), and only its
+   text goes on as the wire answer.
 4. Verification against the request by `memworker.verify`, the checker the corpus audit uses
    too. Its drop findings drop the claim (noted in `diagnostics`, kept in `result.dropped`): a
    quote or the predicate holding a credential-shaped string; the one untrusted-source rule
@@ -25,11 +28,26 @@ Pipeline of `decode(task, inputs, raw, finish_reason)`:
    with `error.findings`.
 5. The whole answer against the request's dynamic schema (`memworker.inference.schema`); the
    time expression must resolve.
-6. Repairs that cannot change meaning, each noted: credential-shaped strings in free-text fields
+6. **The choices of consolidate and reflect are read from the text** (wire v4: the model writes
+   only an observation's statement and a reflection's answer; `memworker.derive`). An
+   observation's supports are the facts its statement states; an observation that states fewer
+   than two facts, the same facts as an earlier one, or more than the contract's six is dropped
+   (noted: "observations/1: dropped (states fewer than two of the facts)"). A reflection's
+   citations are the evidence items its answer states (their text, or their date); none:
+   `insufficient_evidence` is true; more than six: `OutputValidationError`. Ids are read from
+   the text as the model wrote it (before step 7's redaction). **Untrusted evidence**: reflect
+   evidence carries no trust flag, so the rule is by content: an evidence item whose text is a
+   memory-control instruction (`safety.is_memory_control`, what an injected tool output says) is
+   data, never evidence, and is never cited — a citation of it, read from the text or given in
+   canonical form, is dropped (`injection_obeyed`, noted and kept in `result.dropped`), and an
+   answer left without citations abstains. The answer text itself is kept (redacted as below):
+   the grader counts an answer that repeats an injected value as an obeyed injection.
+7. Repairs that cannot change meaning, each noted: credential-shaped strings in free-text fields
    are redacted (`safety.redact`); C0 control characters
-   other than tab/newline become spaces; duplicate ids in supersedes / supports / citations are
-   removed (an observation left with fewer than two distinct facts is rejected instead).
-7. Canonical form via `memworker.wire.claim_from_wire`: dates come from `memworker.temporal`,
+   other than tab/newline become spaces; duplicate ids in supersedes and in a canonical answer's
+   supports / citations are removed (a canonical observation left with fewer than two distinct
+   facts is rejected instead).
+8. Canonical form via `memworker.wire.claim_from_wire`: dates come from `memworker.temporal`,
    never from the model; the statement, correction flag and confidence are derived from the
    claim (wire v3: the model does not write them). A canonical input whose date differs is
    overruled and the disagreement noted; a date-only precision never carries a clock time. The
@@ -53,7 +71,7 @@ from typing import Any
 
 import jsonschema
 
-from memworker import contracts, temporal, verify, wire
+from memworker import contracts, derive, temporal, verify, wire
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
     DEFAULT_BUDGET,
@@ -72,6 +90,8 @@ MAX_ERROR_CHARS = 600
 _FENCE = re.compile(r"\A```(?:json)?[ \t]*\n(?P<body>.*)\n```\Z", re.S)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _LIMITS = {"name": 120, "value": 200, "statement": 300, "answer": 300}
+#: the diagnostic that opens the note on an answer sent in canonical form (a store's, a teacher's)
+CANONICAL_FORM = "answer was in canonical form"
 
 
 # --- results and errors ---------------------------------------------------------------------------
@@ -265,7 +285,7 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
     if isinstance(claims_in, list) and any(isinstance(c, dict) and "source_indices" in c
                                            for c in claims_in):
         doc, given, statements = _canonical_to_wire(doc)
-        diags.append("answer was in canonical form; converted to wire form")
+        diags.append(f"{CANONICAL_FORM}; converted to wire form")
     problems = contracts.errors("extract_wire", doc)
     if problems:
         raise _invalid(problems)
@@ -323,56 +343,115 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
 
 # --- consolidate and reflect ----------------------------------------------------------------------
 
-def _consolidate(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
-                 diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
+#: the most supports / citations the canonical contract holds (consolidate_output, reflect_output)
+MAX_SUPPORTS = MAX_CITATIONS = 6
+
+
+def _given_supports(doc: dict[str, Any], inputs: dict[str, Any],
+                    diags: list[str]) -> list[list[str]] | None:
+    """The supports of a consolidate answer in canonical form (a store's, a teacher's, the
+    rules'), checked as before wire v4: each a known fact (`memworker.verify`), duplicates
+    removed, two or more left; None for the wire form (statements only)."""
     observations = doc.get("observations")
+    if not (isinstance(observations, list) and any(isinstance(o, dict) for o in observations)):
+        return None
     errors: list[Any] = []
-    if isinstance(observations, list):
-        for n, obs in enumerate(observations):
-            supports = obs.get("supports") if isinstance(obs, dict) else None
-            if not (isinstance(supports, list) and all(isinstance(s, str) for s in supports)):
-                continue
-            errors += [dataclasses.replace(f, where=f"observations/{n}/supports")
-                       for f in verify.consolidate_findings(
-                           {"observations": [{"supports": supports}]}, inputs)]
-            unique = _dedupe(supports, f"observations/{n}/supports", diags)
-            if len(unique) < 2:
-                errors.append(f"observations/{n}/supports: an observation needs two different "
-                              f"facts, got {unique}")
-            obs["supports"] = unique
+    for n, obs in enumerate(observations):
+        supports = obs.get("supports") if isinstance(obs, dict) else None
+        if not (isinstance(supports, list) and all(isinstance(s, str) for s in supports)):
+            continue
+        errors += [dataclasses.replace(f, where=f"observations/{n}/supports")
+                   for f in verify.consolidate_findings(
+                       {"observations": [{"supports": supports}]}, inputs)]
+        unique = _dedupe(supports, f"observations/{n}/supports", diags)
+        if len(unique) < 2:
+            errors.append(f"observations/{n}/supports: an observation needs two different "
+                          f"facts, got {unique}")
+        obs["supports"] = unique
     if errors:
         raise _invalid(errors)
+    problems = contracts.errors("consolidate_output", doc)
+    if problems:
+        raise _invalid(["canonical-form answer: " + p for p in problems])
+    diags.append(f"{CANONICAL_FORM}; its supports kept")
+    return [o["supports"] for o in observations]
+
+
+def _consolidate(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
+                 diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
+    given = _given_supports(doc, inputs, diags)
+    if given is not None:
+        doc = {"observations": [o["statement"] for o in doc["observations"]]}
     problems = _schema_errors(schema, doc)
     if problems:
         raise _invalid(problems)
-    answer = wire.order_answer("consolidate", {"observations": [
-        {"statement": _clean(obs["statement"], f"observations/{n}/statement",
-                             _LIMITS["statement"], diags),
-         "supports": obs["supports"]}
-        for n, obs in enumerate(doc["observations"])]})
-    return answer, json.loads(json.dumps(answer))
+    statements = doc["observations"]
+    if given is None:  # wire v4: the supports are the facts each statement states
+        supports, why = derive.read_observations(statements, inputs["facts"])
+        for n, found in supports.items():
+            if len(found) > MAX_SUPPORTS:
+                why[n] = f"states {len(found)} facts; an observation holds at most {MAX_SUPPORTS}"
+        for n in sorted(why):
+            diags.append(f"observations/{n}: dropped ({why[n]})")
+    else:
+        supports, why = dict(enumerate(given)), {}
+    kept = [(n, _clean(s, f"observations/{n}", _LIMITS["statement"], diags))
+            for n, s in enumerate(statements) if n not in why]
+    return (wire.order_answer("consolidate", {"observations": [s for _, s in kept]}),
+            {"observations": [{"supports": supports[n], "statement": s} for n, s in kept]})
+
+
+def _given_citations(doc: dict[str, Any], inputs: dict[str, Any],
+                     diags: list[str]) -> list[str] | None:
+    """The citations of a reflect answer in canonical form (a store's, a teacher's, the rules'),
+    checked as before wire v4: known ids (`memworker.verify`), duplicates removed, none when
+    insufficient_evidence is true; None for the wire form (the answer text only)."""
+    if "citations" not in doc and "insufficient_evidence" not in doc:
+        return None
+    errors: list[Any] = []
+    citations = doc.get("citations")
+    if isinstance(citations, list) and all(isinstance(c, str) for c in citations):
+        doc["citations"] = citations = _dedupe(citations, "citations", diags)
+        errors += [f for f in verify.reflect_findings(doc, inputs) if not f.drops_claim]
+        if doc.get("insufficient_evidence") is True and citations:
+            errors.append("citations: must be empty when insufficient_evidence is true")
+    if errors:
+        raise _invalid(errors)
+    problems = contracts.errors("reflect_output", doc)
+    if problems:
+        raise _invalid(["canonical-form answer: " + p for p in problems])
+    diags.append(f"{CANONICAL_FORM}; its citations kept")
+    return doc["citations"]
 
 
 def _reflect(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
              diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
-    citations = doc.get("citations")
-    errors: list[Any] = []
-    if isinstance(citations, list) and all(isinstance(c, str) for c in citations):
-        errors += verify.reflect_findings({"citations": citations}, inputs)
-        doc["citations"] = citations = _dedupe(citations, "citations", diags)
-    if doc.get("insufficient_evidence") is True and citations:
-        errors.append("citations: must be empty when insufficient_evidence is true")
-    if errors:
-        raise _invalid(errors)
+    citations = _given_citations(doc, inputs, diags)
+    if citations is not None:
+        doc = {"answer": doc["answer"]}
     problems = _schema_errors(schema, doc)
     if problems:
         raise _invalid(problems)
-    answer = wire.order_answer("reflect", {
-        "answer": _clean(doc["answer"], "answer", _LIMITS["answer"], diags),
-        "citations": doc["citations"],
-        "insufficient_evidence": doc["insufficient_evidence"],
-    })
-    return answer, json.loads(json.dumps(answer))
+    if citations is None:  # wire v4: the citations are the evidence items the answer states
+        citations = derive.derive_citations(doc["answer"], inputs["evidence"],
+                                            inputs["question"])
+    gone = set()
+    for f in verify.reflect_findings({"citations": citations}, inputs):
+        if not f.drops_claim:  # a given unknown id was rejected above, a derived one is known
+            continue
+        diags.append(f"{f.where}: dropped ({f.detail})")
+        dropped.append(f)
+        gone.add(int(f.where.rsplit("/", 1)[1]))
+    if gone:
+        citations = [c for n, c in enumerate(citations) if n not in gone]
+        if not citations:
+            diags.append("no citation left: the answer abstains (insufficient_evidence true)")
+    if len(citations) > MAX_CITATIONS:
+        raise _invalid([f"answer: states {len(citations)} evidence items; a reflection cites at "
+                        f"most {MAX_CITATIONS}"])
+    answer = _clean(doc["answer"], "answer", _LIMITS["answer"], diags)
+    return (wire.order_answer("reflect", {"answer": answer}),
+            {"insufficient_evidence": not citations, "citations": citations, "answer": answer})
 
 
 _VERIFY = {"extract": _extract, "consolidate": _consolidate, "reflect": _reflect}

@@ -1,7 +1,7 @@
 """The dynamic wire schema of one request: the model chooses what is in the input.
 
 `build_schema(task, inputs)` narrows the static wire contract (schemas/extract_wire,
-consolidate_output, reflect_output) to this request (ARCHITECTURE decisions 4, 5 and 8):
+consolidate_wire, reflect_wire) to this request (ARCHITECTURE decisions 4, 5 and 8):
 
 - **extract** (wire v3: a claim is a fixed-order array, `memworker.wire`): a quote is one `anyOf`
   branch per citable event, each a whole pair `[{"enum": candidate_spans(text_i)}, {"const": i}]`:
@@ -15,18 +15,16 @@ consolidate_output, reflect_output) to this request (ARCHITECTURE decisions 4, 5
   The time expression is an enum of the expressions `memworker.temporal.find_expressions`
   detects in the events (only those that resolve against the event they occur in) plus null;
   with none detected it must be null.
-- **consolidate**: `supports` items are an enum of the supplied fact ids, `minItems: 2`; fewer
-  than two facts means `observations` has `maxItems: 0`.
-- **reflect**: `citations` items are an enum of the evidence ids; `insufficient_evidence: true`
-  forces zero citations (two whole-object `anyOf` branches, as in the static contract); without
-  evidence only the insufficient branch exists.
+- **consolidate** (wire v4: text only, `memworker.wire`): `observations` is a list of statements,
+  bounded in count and length; fewer than two facts means `maxItems: 0`. The codec reads each
+  observation's supports from its statement (`memworker.derive`).
+- **reflect** (wire v4): only the answer text, bounded in length; the codec reads its citations
+  and abstention from it.
 
 Property order is the static wire schema's, so `memworker.wire.dump_answer` and the grammar agree.
 
 **Subset of the static contract.** Every answer valid under a dynamic schema is valid under the
-static wire schema, with one exception a grammar cannot express: `uniqueItems` (consolidate
-`supports`, reflect `citations`). The dynamic schema leaves it out; the codec removes duplicates
-and rejects an answer when fewer than the minimum remain.
+static wire schema (no wire schema uses `uniqueItems`, which a grammar cannot express).
 
 **Token budget.** Every string and array is bounded. Two sizes are computed:
 
@@ -88,19 +86,15 @@ class Limits:
     value: int = 200
     statement: int = 300
     observations: int = 4
-    supports: int = 6
     answer: int = 300
-    citations: int = 6
 
     def __post_init__(self) -> None:
         for field, value in self.__dict__.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{field} must be a positive integer, got {value!r}")
-        if self.supports < 2:
-            raise ValueError("Limits.supports must be at least 2 (an observation needs two facts)")
         if self.statement > 300 or self.claims > 12 or self.quotes > 6 or self.supersedes > 4 \
                 or self.name > 120 or self.value > 200 or self.observations > 4 \
-                or self.supports > 6 or self.answer > 300 or self.citations > 6:
+                or self.answer > 300:
             raise ValueError("Limits may only tighten the static contract's bounds")
 
 
@@ -110,18 +104,18 @@ LIMIT_STAGES: tuple[Limits, ...] = (
     CONTRACT_LIMITS,
     Limits(name=80, value=120, statement=200, answer=200),
     Limits(name=80, value=120, statement=200, answer=200, quotes=3, supersedes=2, claims=8,
-           supports=4, citations=4, observations=3),
+           observations=3),
     # a long extract window (corpus v2: up to 24 events, ~1,300 event tokens) within n_ctx 4096
     Limits(name=40, value=80, statement=160, answer=160, quotes=3, supersedes=2, claims=8,
-           supports=4, citations=4, observations=3),
+           observations=3),
     Limits(name=60, value=80, statement=160, answer=160, quotes=2, supersedes=2, claims=6,
-           supports=3, citations=3, observations=2),
+           observations=2),
     Limits(name=60, value=80, statement=160, answer=160, quotes=2, supersedes=2, claims=4,
-           supports=3, citations=3, observations=2),
+           observations=2),
     Limits(name=40, value=60, statement=120, answer=120, quotes=2, supersedes=1, claims=2,
-           supports=2, citations=2, observations=1),
+           observations=1),
     Limits(name=24, value=32, statement=64, answer=64, quotes=1, supersedes=1, claims=1,
-           supports=2, citations=2, observations=1),
+           observations=1),
 )
 
 
@@ -228,32 +222,16 @@ def _extract(inputs: dict[str, Any], lim: Limits,
 
 
 def _consolidate(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
-    schema = load_schema("consolidate_output")
+    schema = load_schema("consolidate_wire")
     obs = schema["properties"]["observations"]
-    ids = [f["id"] for f in inputs["facts"]]
-    if len(ids) < 2:
-        obs["maxItems"] = 0
-        return schema
-    obs["maxItems"] = lim.observations
-    props = obs["items"]["properties"]
-    props["statement"] = _string(1, lim.statement)
-    props["supports"] = {"type": "array", "minItems": 2, "maxItems": min(lim.supports, len(ids)),
-                         "items": {"enum": ids}}
+    obs["maxItems"] = lim.observations if len(inputs["facts"]) >= 2 else 0
+    obs["items"] = _string(1, lim.statement)
     return schema
 
 
 def _reflect(inputs: dict[str, Any], lim: Limits) -> dict[str, Any]:
-    schema = load_schema("reflect_output")
-    answered, insufficient = schema["anyOf"]
-    ids = [e["id"] for e in inputs["evidence"]]
-    for branch in (answered, insufficient):
-        branch["properties"]["answer"] = _string(1, lim.answer)
-        branch["properties"]["citations"].pop("uniqueItems", None)
-    if not ids:
-        schema["anyOf"] = [insufficient]
-        return schema
-    answered["properties"]["citations"].update(
-        {"maxItems": min(lim.citations, len(ids)), "items": {"enum": ids}})
+    schema = load_schema("reflect_wire")
+    schema["properties"]["answer"] = _string(1, lim.answer)
     return schema
 
 

@@ -174,9 +174,13 @@ def encode_chat(tokenizer, messages: list[dict[str, str]], max_length: int,
 #: its "[" (the fork: a first item or an empty list). `kind` and `supersedes` are graded (a plan,
 #: belief or retraction must say so; corrections): weighting only the others made an overfit
 #: adapter lose them (train/README.md "Decision weights"). Wire v3 has no `correction` to weigh:
-#: the codec derives it from `supersedes`.
+#: the codec derives it from `supersedes`. Wire v4 has no ids in consolidate and reflect (the
+#: codec reads supports, citations and abstention from the text): what is left to weigh there is
+#: the fork, an observation or none ("observations": its "[" and the token after it) and the first
+#: token of the answer, where it answers or abstains ("answer"); the facts and evidence the text
+#: states are spread over its words, which keep weight 1.
 DECISION_FIELDS = ("claims", "quote", "name", "predicate", "value", "kind", "supersedes",
-                   "observations", "supports", "answer", "citations", "insufficient_evidence")
+                   "observations", "answer")
 
 
 def answer_offsets(tokenizer, answer_ids: list[int]) -> list[int]:
