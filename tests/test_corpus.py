@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 import re
@@ -23,13 +24,16 @@ from memworker.corpus import (
     audit_corpus,
     audit_row,
     audit_rows,
+    behaviours,
     build_corpus,
     calendar,
     load_rows,
     verify_corpus,
 )
 from memworker.corpus.build import audit_gate, dump_manifest, generate_rows, leakage
+from memworker.corpus.coding import POOLS_WITH_CODING
 from memworker.corpus.domains import GENERAL
+from memworker.corpus.world import Ctx, Person, make_family
 from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
 from memworker.spans import candidate_spans
 
@@ -601,6 +605,67 @@ def test_passing_events_carry_relationship_claims_without_first_person(generated
     assert any(c["predicate"] == "did_with" and c["date"] for c in claims)
     for c in claims:
         assert not re.search(r"\b(?:my|I|me|our)\b", c["statement"]), c["statement"]
+
+
+def _one_person_ctx(seed: int) -> tuple[Ctx, Person]:
+    """An episode context whose family's cast is one person (no pets, no projects)."""
+    dom = next(d for d in GENERAL if sum(a.subject == "person" for a in d.attrs) >= 2)
+    fam = make_family(f"{dom.key}-00", dom, "train", seed, POOLS_WITH_CODING)
+    person = next(p for p in fam.cast if p.kind == "person")
+    return Ctx(random.Random(seed), dataclasses.replace(fam, cast=[person]),
+               [date(2025, 3, 3)]), person
+
+
+def test_a_coreference_introduction_labels_its_relationship_once():
+    """Corpus 2.2.0: "I ran into my partner Thea." states the relationship as a passing event's
+    sentence does: a relationship claim on the canonical name, quoting the smallest candidate
+    span of the introduction that names both, and a "Who is Thea?" question; a second
+    introduction of the same person in the episode labels nothing more."""
+    ctx, person = _one_person_ctx(5)
+    first = behaviours.coreference(ctx, 0)
+    intro = first.frags[0].sents[0]
+    rel = [c for c in first.claims if c.kind == "relationship"]
+    assert len(rel) == 1 and len(first.claims) == 2
+    (claim,) = rel
+    fact = next(c for c in first.claims if c.kind != "relationship")
+    assert (claim.subject, claim.subject_type, claim.predicate, claim.value, claim.statement) == (
+        person.canon, "person", "relationship", person.rel,
+        f"{person.name} is the user's {person.rel}.")
+    assert claim.subject == fact.subject and claim.key not in {fact.key, ""}
+    quote = claim.quote(0)
+    naming = [c for c in candidate_spans(intro) if person.name in c and person.rel in c]
+    assert quote in naming and len(quote) == min(map(len, naming))
+    assert quote == fact.quote(0)  # every coref.intro template: the whole sentence
+    assert first.frags[0].intact == (person.rel,)  # a typo never breaks the relation it quotes
+    assert [q.text for q in first.questions][1:] == [f"Who is {person.name}?"]
+    assert (person.canon, "relationship") in ctx.used_keys
+    second = behaviours.coreference(ctx, 1)  # the same person, another attribute
+    assert [(c.subject, c.kind != "relationship") for c in second.claims] == [
+        (person.canon, True)]
+    assert not second.frags[0].intact and len(second.questions) == 1
+    with pytest.raises(LookupError):  # nor does a passing event
+        behaviours.passing_event(ctx, 1)
+
+
+def test_generated_relationship_claims_quote_their_relation_once_per_person(generated):
+    """Every person a coreference unit introduces gets the introduction's relationship claim
+    (quoting the fact's naming event), no person two, and every relationship claim's quote
+    holds its relation word (a typo never lands in it)."""
+    labelled = 0
+    for r in generated[0]:
+        if r["task"] != "extract":
+            continue
+        rel = [c for c in r["gold"]["claims"] if c["kind"] == "relationship"]
+        assert len({c["subject"]["name"] for c in rel}) == len(rel), r["id"]
+        assert all(c["value"] in " ".join(c["quotes"]) for c in rel), r["id"]
+        by_subject = {c["subject"]["name"]: c for c in rel}
+        for t in r["truth"]["facts"]:
+            if t.get("behaviour") == "coreference" and t["subject_type"] == "person":
+                c = by_subject[t["subject"]]
+                assert (c["source_indices"], c["quotes"]) == (
+                    t["source_indices"][:1], t["quotes"][:1]), r["id"]
+                labelled += 1
+    assert labelled >= 10
 
 
 def test_reflect_and_consolidate_are_not_table_lookups(generated):

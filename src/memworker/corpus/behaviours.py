@@ -90,6 +90,9 @@ class Frag:
     fill: bool = True  # may receive small talk and typos
     session: int = 0
     protect: tuple[str, ...] = ()
+    # strings a drawn typo must leave whole, else the sentence keeps its text: unlike `protect`
+    # they do not change the draw (a relation a claim states; corpus 2.2.0 kept 2.1.0's draws)
+    intact: tuple[str, ...] = ()
     gap_before: bool = False  # another event must come between this and the previous fragment
     event: int = -1  # index of the event it lands in (set by the layout)
     lead: int = 0  # small-talk sentences the layout put before `sents[0]`
@@ -734,6 +737,10 @@ def new_detail(ctx: Ctx, session: int) -> Unit:
 
 
 def coreference(ctx: Ctx, session: int) -> Unit:
+    """Someone introduced with their relation ("I ran into my partner Thea."), then a fact about
+    them under a pronoun or "my partner" in a later event: one subject "Thea (the user's
+    partner)" quoting both events. A person's introduction also states the relationship
+    ("Thea is the user's partner.", as a passing event does) unless the episode already has it."""
     attr, person = _pick_attr(ctx, lambda a: a.subject in ("person", "pet"))
     (value,) = ctx.value(attr.pool)
     intro = sentence(pick(ctx, "coref.intro"), R=person.rel, N=person.name)
@@ -743,13 +750,26 @@ def coreference(ctx: Ctx, session: int) -> Unit:
         surface = f"my {person.rel}"
     said = _say(ctx, attr, person, value, surface=surface)
     sents, idx, cl = frame(ctx, "coref.follow", said)
-    f1 = Frag("user", [intro], session=session, protect=_protect(person.name))
+    labelled = person.kind == "person" and (person.canon, "relationship") not in ctx.used_keys
+    f1 = Frag("user", [intro], session=session, protect=_protect(person.name),
+              intact=_protect(person.rel) if labelled else ())
     f2 = Frag("user", sents, session=session, protect=_protect(value), gap_before=True,
               defer=surface != person.pronoun)
     claim = _fact_claim(attr, person, value, [src(f1, 0), src(f2, idx, cl)], "coreference", ctx)
+    claims, questions = [claim], [_question(attr, person, claim, "coreference")]
+    if labelled:
+        ctx.used_keys.add((person.canon, "relationship"))
+        # the smallest span naming both (the whole sentence for every coref.intro template);
+        # its key is the fact's plus "r", so no later claim or fact key moves
+        quote = min((c for c in candidate_spans(intro) if person.name in c and person.rel in c),
+                    key=len)
+        rel_claim, rel_q = _relationship(person, f1, 0, quote if quote != intro else None,
+                                         f"{claim.key}r")
+        claims.insert(0, rel_claim)  # stated by the introduction alone, the fact after it
+        questions.append(rel_q)
     return Unit(
-        "coreference", [f1, f2], [claim],
-        questions=[_question(attr, person, claim, "coreference")],
+        "coreference", [f1, f2], claims,
+        questions=questions,
         replies=[("reply.person", {"X": person.name})],
     )
 
@@ -974,6 +994,26 @@ PASSING = (
 PASSING_BASE = {stated: base for _, stated, base in PASSING}
 
 
+def _relationship(person: Person, frag: Frag, idx: int, quote: str | None, key: str
+                  ) -> tuple[Claim, Question]:
+    """The relationship a sentence naming "my <relation> <Name>" states ("Farah is the user's
+    fellow volunteer."), quoting `quote` of sentence `idx` (None: the whole sentence), and the
+    question it answers ("Who is Farah?")."""
+    claim = Claim(
+        sources=[src(frag, idx, quote)],
+        subject=person.canon,
+        subject_type="person",
+        predicate="relationship",
+        value=person.rel,
+        statement=f"{person.name} is the user's {person.rel}.",
+        kind="relationship",
+        key=key,
+        behaviour="",
+    )
+    return claim, Question(f"Who is {person.name}?", claim.statement, [claim.key], "",
+                           person.canon, "relationship", person.rel)
+
+
 def passing_event(ctx: Ctx, session: int) -> Unit:
     """An episodic event told in passing ("Yesterday, I had lunch with my fellow volunteer
     Farah"): an event claim with its date, and a relationship claim when the person is new."""
@@ -1018,20 +1058,10 @@ def passing_event(ctx: Ctx, session: int) -> Unit:
         _answer_date(f"The user {stated_verb} {person.name}", when),
         [event_claim.key], "", "the user", "did_with", event_claim.value)]
     if rel_spans:
-        rel_claim = Claim(
-            sources=[src(frag, idx, min(rel_spans, key=len))],
-            subject=person.canon,
-            subject_type="person",
-            predicate="relationship",
-            value=person.rel,
-            statement=f"{person.name} is the user's {person.rel}.",
-            kind="relationship",
-            key=ctx.key("C"),
-            behaviour="",
-        )
+        rel_claim, rel_q = _relationship(person, frag, idx, min(rel_spans, key=len),
+                                         ctx.key("C"))
         claims.append(rel_claim)
-        qs.append(Question(f"Who is {person.name}?", rel_claim.statement, [rel_claim.key], "",
-                           person.canon, "relationship", person.rel))
+        qs.append(rel_q)
     return Unit("", [frag], claims, questions=qs, replies=[("reply.person", {"X": person.name})])
 
 

@@ -36,7 +36,7 @@ from memworker.corpus.world import make_family
 from memworker.hashing import read_jsonl, sha256_bytes, sha256_file, sha256_json, write_jsonl
 from memworker.prompts import format_event, render, template_hashes
 
-GENERATOR_VERSION = "2.1.0"
+GENERATOR_VERSION = "2.2.0"
 DEFAULT_EPISODES = 1300
 MAX_FAMILIES = 320
 HELDOUT_ROWS = 64

@@ -357,7 +357,9 @@ def _layout(ctx: Ctx, units: list[behaviours.Unit], n_sessions: int, budget: int
                 if rng.random() < fam.typo_rate:
                     k = rng.randrange(len(frag.sents))
                     if k - frag.lead not in frag.clauses:
-                        frag.sents[k] = typo(frag.sents[k], rng, frag.protect)
+                        typed = typo(frag.sents[k], rng, frag.protect)
+                        if all(w in typed for w in frag.intact if w in frag.sents[k]):
+                            frag.sents[k] = typed
                 if (turn and not frag.gap_before and rng.random() < P_MERGE
                         and _quotes_ok(turn + [frag], quotes)):
                     turn.append(frag)
