@@ -89,7 +89,8 @@ def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp
                 continue
             result = codec.verify_canonical("extract", row["input"], row["gold"])
             sample = {"arm": "oracle", "id": row["id"], "episode": row["episode"],
-                      "task": "extract", "attempts": [{"raw": result.raw, "token_logprobs":
+                      "task": "extract", "prompt_sha256": "0" * 64, "schema_sha256": "0" * 64,
+                      "max_tokens": 1024, "attempts": [{"raw": result.raw, "token_logprobs":
                                                        [[c, 0.0] for c in result.raw]}],
                       "status": "first_try", "error": None, "output": result.output,
                       "wire": result.wire, "diagnostics": result.diagnostics, "seconds": 1.0}

@@ -104,8 +104,8 @@ def field_stats(spans: dict[str, Span], tokens: list[list[Any]]) -> Fields:
         pos += len(piece)
     stats = {}
     for name, (a, b) in spans.items():
-        lps = [lp for s, e, lp in offsets if (s < b and e > a) if b > a] or \
-              [lp for s, e, lp in offsets if s <= a < e] or [0.0]
+        overlap = [lp for s, e, lp in offsets if s < b and e > a] if b > a else []
+        lps = overlap or [lp for s, e, lp in offsets if s <= a < e] or [0.0]
         stats[name] = {"min": min(lps), "sum": sum(lps), "mean": sum(lps) / len(lps),
                        "first": lps[0]}
     return stats
@@ -200,9 +200,7 @@ class Rows:
         """[supported, claims, covered, required] of `arm` ("model", "rules", or "union": the
         rules' claims plus the model's kept ones) with the model's claims scoring below
         `threshold` dropped."""
-        from memworker.eval.hybrid import _claim_limit, merge_extract
-        from memworker.inference import codec
-        from memworker.inference.schema import build_schema
+        from memworker.eval.hybrid import compose_row
 
         total = [0, 0, 0, 0]
         for row, model, rules, stats in self.part(part):
@@ -214,16 +212,9 @@ class Rows:
                 if arm == "model":
                     counts = _counts(grade_sample(row, model)) if stats is not None \
                         else _counts(model["verdicts"])
-                else:
-                    schema = build_schema("extract", row["input"])
-                    merged = merge_extract(rules.get("wire"), model.get("wire"), "union",
-                                           _claim_limit(schema))
-                    raw = wire.dump_answer("extract", merged)
-                    result = codec.decode("extract", row["input"], raw, finish_reason="stop",
-                                          schema=schema)
-                    counts = _counts(grade_sample(row, {
-                        "status": "first_try", "output": result.output, "attempts": [{"raw": raw}],
-                        "diagnostics": result.diagnostics}))
+                else:   # the hybrid of eval/hybrid.py, composed the same way
+                    counts = _counts(compose_row(row, rules, model, {"extract": "union"},
+                                                 "union")["verdicts"])
             total = [a + b for a, b in zip(total, counts, strict=True)]
         return total
 

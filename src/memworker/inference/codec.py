@@ -546,6 +546,14 @@ def run(backend: Any, task: str, inputs: dict[str, Any], *, temperature: float =
     return run_request(backend, request, temperature=temperature, seed=seed, retries=retries)
 
 
+def _measured(attempt: Attempt, gen: Any, seconds: float) -> Attempt:
+    """`attempt` with what the backend measured of its generation."""
+    attempt.prompt_tokens, attempt.completion_tokens = gen.prompt_tokens, gen.completion_tokens
+    attempt.seconds = seconds
+    attempt.token_logprobs = getattr(gen, "token_logprobs", None)
+    return attempt
+
+
 def run_request(backend: Any, request: Request, *, temperature: float = 0.0, seed: int = 0,
                 retries: int = 1) -> CodecResult:
     attempts: list[Attempt] = []
@@ -559,21 +567,14 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
             result = decode(request.task, request.inputs, gen.text,
                             finish_reason=gen.finish_reason, schema=request.schema)
         except CodecError as exc:
-            failed = exc.attempts[-1]
-            failed.prompt_tokens, failed.completion_tokens = gen.prompt_tokens, gen.completion_tokens
-            failed.seconds = seconds
-            failed.token_logprobs = getattr(gen, "token_logprobs", None)
+            failed = _measured(exc.attempts[-1], gen, seconds)
             attempts.append(failed)
             if len(attempts) > retries:
                 exc.attempts = attempts
                 raise
             messages = list(request.messages) + [retry_message(exc)]
             continue
-        done = result.attempts[0]
-        done.prompt_tokens, done.completion_tokens = gen.prompt_tokens, gen.completion_tokens
-        done.seconds = seconds
-        done.token_logprobs = getattr(gen, "token_logprobs", None)
-        result.attempts = attempts + [done]
+        result.attempts = attempts + [_measured(result.attempts[0], gen, seconds)]
         if attempts:
             result.diagnostics.insert(0, f"accepted on attempt {len(result.attempts)} after: "
                                          f"{attempts[-1].error}")
