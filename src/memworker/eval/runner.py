@@ -87,6 +87,9 @@ class Sampler:
     #: per-attempt cap on the codec's max_tokens (memworker.inference.schema.max_tokens_for the
     #: request's schema); None = the codec's value. The same cap applies to every arm.
     max_tokens_cap: int | None = None
+    #: model arms extract in the turns form (`memworker.turns`, `codec.run_turns`: one short
+    #: answer per event with user words, the cap per turn); the rules arm answers as always
+    extract_turns: bool = False
 
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
@@ -147,10 +150,11 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
-            grader: Grader | None = None) -> dict[str, Any]:
+            grader: Grader | None = None, turns: bool = False) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
-    propagate (they are not the model's answer)."""
+    propagate (they are not the model's answer). `turns`: an extract row in the turns form
+    (`codec.run_turns`; the sample's `turns` holds every generation)."""
     from memworker.inference import codec
 
     task, inputs = row["task"], row["input"]
@@ -158,17 +162,28 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
     if sampler.max_tokens_cap is not None:
         request.max_tokens = min(request.max_tokens, sampler.max_tokens_cap)
+    turns = turns and task == "extract"
     started = time.perf_counter()
-    result, error = None, None
+    result, error, generations = None, None, None
     try:
-        result = codec.run_request(bound, request, temperature=sampler.temperature,
-                                   seed=sampler.seed, retries=sampler.retries)
+        if turns:
+            result = codec.run_turns(bound, inputs, temperature=sampler.temperature,
+                                     seed=sampler.seed, use_grammar=sampler.grammar,
+                                     max_tokens=sampler.max_tokens_cap, retries=sampler.retries)
+            generations = result.turns
+        else:
+            result = codec.run_request(bound, request, temperature=sampler.temperature,
+                                       seed=sampler.seed, retries=sampler.retries)
         attempts = result.attempts
     except codec.CodecError as exc:
         error = exc
         attempts = exc.attempts
+        generations = list(exc.attempts) if turns else None
     seconds = time.perf_counter() - started
     status = "failed" if result is None else "first_try" if len(attempts) == 1 else "retry"
+    if turns and result is not None and any(d.endswith("turns accepted on a retry")
+                                            for d in result.diagnostics[:1]):
+        status = "retry"
     sample = {
         "id": row["id"], "episode": row["episode"], "task": task,
         "prompt_sha256": prompt_sha256(request.messages),
@@ -183,6 +198,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         "diagnostics": [] if result is None else result.diagnostics,
         "seconds": round(seconds, 4),
     }
+    if generations is not None:
+        sample["turns"] = [_attempt_doc(a) for a in generations]
     sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
 
@@ -199,7 +216,7 @@ def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     accepted = sample["attempts"][-1]["raw"] if sample["output"] is not None else None
     return grade(row, status=sample["status"], output=sample["output"], raw=accepted,
                  diagnostics=sample["diagnostics"],
-                 raw_outputs=[a["raw"] for a in sample["attempts"]])
+                 raw_outputs=[a["raw"] for a in sample.get("turns") or sample["attempts"]])
 
 
 def read_samples(path: Path) -> list[dict[str, Any]]:
@@ -244,7 +261,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
         with open(path, "ab") as fh:
             for row in todo:
                 try:
-                    sample = run_row(backend, row, sampler, grader)
+                    sample = run_row(backend, row, sampler, grader,
+                                     turns=sampler.extract_turns and arm.kind != "rules")
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

@@ -74,6 +74,7 @@ import jsonschema
 from memworker import contracts, derive, temporal, verify, wire
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
+    CONTRACT_LIMITS,
     DEFAULT_BUDGET,
     Limits,
     build_schema,
@@ -119,6 +120,9 @@ class CodecResult:
     diagnostics: list[str] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     dropped: list[Finding] = field(default_factory=list)  # why each dropped claim was dropped
+    #: extraction in the turns form (`run_turns`): every generation of every turn, retries
+    #: included; `attempts` then holds one summary attempt (the turns' answers merged)
+    turns: list[Attempt] | None = None
 
 
 class CodecError(Exception):
@@ -579,3 +583,105 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
             result.diagnostics.insert(0, f"accepted on attempt {len(result.attempts)} after: "
                                          f"{attempts[-1].error}")
         return result
+
+
+# --- extraction one event at a time (memworker.turns) ---------------------------------------------
+
+def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
+                  messages: list[dict[str, str]], use_grammar: bool,
+                  max_tokens: int | None) -> Request:
+    """The request of one turn: the conversation so far, a schema whose quotes may cite events
+    up to `event` only (a claim belongs to the latest event it quotes)."""
+    upto = {**inputs, "events": [e for e in inputs["events"] if e["index"] <= event]}
+    context_left = backend.context_left(messages) if hasattr(backend, "context_left") else None
+    budget = DEFAULT_BUDGET["extract"]
+    if context_left is not None:
+        budget = min(budget, context_left)
+    schema = build_schema("extract", upto, budget_tokens=budget)
+    limit = max_tokens_for(schema, context_left=context_left)
+    if max_tokens is not None:
+        limit = min(limit, max_tokens)
+    return Request("extract", inputs, messages, schema,
+                   schema_to_gbnf(schema) if use_grammar else None, limit)
+
+
+def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
+              use_grammar: bool = True, max_tokens: int | None = None,
+              retries: int = 1) -> CodecResult:
+    """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
+    words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
+    the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
+    the longest common prompt prefix, as llama.cpp does, processes the window once). The turns'
+    verified claims are then decoded together as one whole-window answer (every check again,
+    no claim twice across turns; beyond the contract's claim limit the later claims are left
+    out, noted). `max_tokens` caps each turn. A turn that fails twice raises its error, carrying
+    every turn's attempts. `result.turns` holds each generation; `result.attempts` one summary
+    (the merged answer, the summed tokens and seconds)."""
+    from memworker import turns as turns_form
+
+    check_inputs("extract", inputs)
+    asked = turns_form.turn_events(inputs["events"])
+    generations: list[Attempt] = []
+    answers: list[str] = []
+    claims: list[Any] = []
+    diagnostics: list[str] = []
+    dropped: list[Finding] = []
+    for event in asked:
+        messages = turns_form.messages(inputs, answers)
+        request = _turn_request(backend, inputs, event, messages, use_grammar, max_tokens)
+        try:
+            result = run_request(backend, request, temperature=temperature, seed=seed,
+                                 retries=retries)
+        except CodecError as exc:
+            exc.attempts = generations + exc.attempts
+            exc.args = (f"event {event}: {exc}",)
+            raise
+        generations += result.attempts
+        answers.append(result.attempts[-1].raw)
+        claims += result.wire["claims"]
+        diagnostics += [f"event {event}: {d}" for d in result.diagnostics]
+        dropped += result.dropped
+    merged = wire.dump_answer("extract", {"claims": claims})
+    schema = build_schema("extract", inputs, limits=CONTRACT_LIMITS)
+    schema["properties"]["claims"]["maxItems"] = max(len(claims), 1)
+    # the whole window once more: every check across turns (a repeat of an earlier turn's claim)
+    try:
+        whole = _decode_merged(inputs, merged, schema)
+    except CodecError as exc:
+        exc.attempts = generations + [Attempt(raw=merged, finish_reason="stop", error=str(exc))]
+        raise
+    if len(whole.output["claims"]) > CONTRACT_LIMITS.claims:
+        left = len(whole.output["claims"]) - CONTRACT_LIMITS.claims
+        whole.output["claims"] = whole.output["claims"][:CONTRACT_LIMITS.claims]
+        whole.wire["claims"] = whole.wire["claims"][:CONTRACT_LIMITS.claims]
+        whole.diagnostics.append(f"{left} claims beyond the contract's {CONTRACT_LIMITS.claims} "
+                                 "left out (the latest turns')")
+    problems = contracts.errors(contracts.TASK_SCHEMAS["extract"][1], whole.output)
+    if problems:
+        raise _invalid(["canonical answer: " + p for p in problems])
+    summary = Attempt(raw=merged, finish_reason="stop",
+                      prompt_tokens=_total(g.prompt_tokens for g in generations),
+                      completion_tokens=_total(g.completion_tokens for g in generations),
+                      seconds=_total(g.seconds for g in generations))
+    whole.attempts = [summary]
+    whole.turns = generations
+    whole.diagnostics = diagnostics + whole.diagnostics
+    whole.dropped = dropped + whole.dropped
+    if len(generations) > len(asked):
+        whole.diagnostics.insert(0, f"{len(generations) - len(asked)} turns accepted on a retry")
+    return whole
+
+
+def _decode_merged(inputs: dict[str, Any], merged: str, schema: dict[str, Any]) -> CodecResult:
+    diagnostics: list[str] = []
+    dropped: list[Finding] = []
+    wire_answer, output = _extract(json.loads(merged), inputs, schema, diagnostics, dropped)
+    return CodecResult(task="extract", output=output, wire=wire_answer, raw=merged,
+                       diagnostics=diagnostics, dropped=dropped)
+
+
+def _total(values: Any) -> Any:
+    values = list(values)
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values)

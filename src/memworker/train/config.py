@@ -85,6 +85,10 @@ class StageConfig:
                           "weights, the total unchanged; exact per step with loss_scale epoch "
                           "(empty: the tasks' natural shares; either way the receipt's "
                           "data.train.tasks records them; train/README \"Task shares\")")
+    extract_turns: bool = _f(False, "extract rows in the turns form (memworker.turns): the "
+                             "window once, then one short answer per event that holds user "
+                             "words, each turn's answer in the loss; evaluate with eval/run.py "
+                             "--extract-turns (train/README \"E17\")")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
                                "per batch (rows x longest row; packed: the sum of the rows' "

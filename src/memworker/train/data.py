@@ -119,6 +119,9 @@ class Encoded:
     source: int = -1  # index of the row it came from
     group: str = ""  # the row's task: rows of one task share their prompt's opening tokens
     weights: list[float] | None = None  # per-token loss weight (decision weights), or None
+    #: [start, end) of each assistant turn's tokens when the chat has several (None: one answer,
+    #: from prompt_len to the end)
+    spans: list[tuple[int, int]] | None = None
 
     @property
     def n_answer(self) -> int:
@@ -145,27 +148,38 @@ def _ids(tokenizer, messages, **kw) -> list[int]:
 
 def encode_chat(tokenizer, messages: list[dict[str, str]], max_length: int,
                 end_of_turn: str) -> Encoded:
-    """Input ids and answer-only labels of one chat whose last message is the answer.
+    """Input ids and answer-only labels of one chat whose last message is the answer. A chat
+    with several assistant turns (the turns form of extraction, `memworker.turns`) is labelled
+    on every assistant turn, each up to and including its end-of-turn token (`Encoded.spans`).
     Raises TooLong (row excluded) or DataError (the template cannot be masked safely)."""
     if not messages or messages[-1].get("role") != "assistant":
         raise DataError("a training row must end with the assistant's answer")
     if messages[0].get("role") != "system":
         raise DataError("a training row must start with our system prompt (the base's chat "
                         "template would inject its own)")
-    prompt = _ids(tokenizer, messages[:-1], add_generation_prompt=True)
-    full = _ids(tokenizer, messages)
-    if full[: len(prompt)] != prompt:
-        raise DataError("the chat template is not prefix-stable: the tokenized prompt is not a "
-                        "prefix of the tokenized chat, so the answer cannot be masked exactly")
     eot = tokenizer.convert_tokens_to_ids(end_of_turn)
-    try:
-        end = full.index(eot, len(prompt))
-    except ValueError:
-        raise DataError(f"no end-of-turn token {end_of_turn!r} after the answer") from None
-    ids = full[: end + 1]
+    full = _ids(tokenizer, messages)
+    spans: list[tuple[int, int]] = []
+    for n, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        prompt = _ids(tokenizer, messages[:n], add_generation_prompt=True)
+        if full[: len(prompt)] != prompt:
+            raise DataError("the chat template is not prefix-stable: the tokenized prompt is not "
+                            "a prefix of the tokenized chat, so the answer cannot be masked "
+                            "exactly")
+        try:
+            end = full.index(eot, len(prompt))
+        except ValueError:
+            raise DataError(f"no end-of-turn token {end_of_turn!r} after the answer") from None
+        spans.append((len(prompt), end + 1))
+    ids = full[: spans[-1][1]]
     if len(ids) > max_length:
         raise TooLong(len(ids))
-    return Encoded(ids, [IGNORE] * len(prompt) + ids[len(prompt):])
+    labels = [IGNORE] * len(ids)
+    for start, end in spans:
+        labels[start:end] = ids[start:end]
+    return Encoded(ids, labels, spans=spans if len(spans) > 1 else None)
 
 
 # --- decision tokens ----------------------------------------------------------------------------
@@ -214,21 +228,28 @@ def value_starts(answer: str, offsets: list[int],
     return out
 
 
-def decision_weights(tokenizer, enc: Encoded, answer: str, weight: float) -> list[float] | None:
+def decision_weights(tokenizer, enc: Encoded, answer: str | list[str],
+                     weight: float) -> list[float] | None:
     """Per-token loss weights of one encoded row (see the module docstring), or None when the
     answer tokens do not decode to the answer text or the answer is not a wire answer as
-    `memworker.wire.dump_answer` writes it (then the row keeps plain weights)."""
-    start = enc.prompt_len
-    answer_ids = enc.input_ids[start:]
-    if not tokenizer.decode(answer_ids, skip_special_tokens=True).startswith(answer):
+    `memworker.wire.dump_answer` writes it (then the row keeps plain weights). A row of several
+    assistant turns gives each turn's text (`answer` a list, one per `enc.spans`)."""
+    spans = enc.spans or [(enc.prompt_len, len(enc.input_ids))]
+    answers = answer if isinstance(answer, list) else [answer]
+    if len(answers) != len(spans):
         return None
-    try:
-        starts = value_starts(answer, answer_offsets(tokenizer, answer_ids), DECISION_FIELDS)
-    except ValueError:
-        return None
-    weights = [0.0] * start + [1.0] * len(answer_ids)
-    for k in starts:
-        weights[start + k] = weight
+    weights = [0.0] * len(enc.input_ids)
+    for (start, end), text in zip(spans, answers, strict=True):
+        answer_ids = enc.input_ids[start:end]
+        if not tokenizer.decode(answer_ids, skip_special_tokens=True).startswith(text):
+            return None
+        try:
+            starts = value_starts(text, answer_offsets(tokenizer, answer_ids), DECISION_FIELDS)
+        except ValueError:
+            return None
+        weights[start:end] = [1.0] * (end - start)
+        for k in starts:
+            weights[start + k] = weight
     return weights
 
 
@@ -314,12 +335,12 @@ def encode_rows(tokenizer, rows: list[dict[str, Any]], max_length: int,
             raise DataError(f"row {row.get('id', '?')}: {exc}") from None
         enc.source, enc.group = index, str(row.get("task", ""))
         if decision_weight != 1.0:
-            enc.weights = decision_weights(tokenizer, enc, row["messages"][-1]["content"],
-                                           decision_weight)
+            answers = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+            enc.weights = decision_weights(tokenizer, enc, answers if len(answers) > 1
+                                           else answers[0], decision_weight)
             if enc.weights is None:
                 stats.unweighted_rows += 1
-                enc.weights = [0.0] * enc.prompt_len + [1.0] * (len(enc.input_ids)
-                                                                  - enc.prompt_len)
+                enc.weights = [0.0 if y == IGNORE else 1.0 for y in enc.labels]
             else:
                 stats.decision_tokens += sum(w == decision_weight for w in enc.weights)
         encoded.append(enc)
