@@ -78,6 +78,22 @@ def test_extract_candidates():
     assert worker.last is not None and worker.last.task == "extract"
 
 
+def test_extract_in_the_turns_form_asks_each_user_event():
+    dentist = moved(quotes=[("Calendar: dentist next Friday at 3pm.", 1),
+                            ("Thanks, keep the dentist on Friday.", 2)],
+                    name="the user", type="person", predicate="has_appointment",
+                    value="dentist", kind="plan", time_expression="next Friday at 3pm",
+                    supersedes=[])
+    replay = ReplayBackend([dump_answer("extract", {"claims": [moved()]}),
+                            dump_answer("extract", {"claims": [dentist]})])
+    worker = MemWorkerBackend(replay, extract_turns=True)
+    lisbon, booked = worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z")
+    assert lisbon["text"] == "The user lives in Lisbon." and booked["source_ids"] == ["m2", 3]
+    assert [c["messages"][-1]["content"][-22:] for c in replay.calls] == \
+        ["Event [0]: its claims.", "Event [2]: its claims."]
+    assert len(worker.last.turns) == 2
+
+
 def test_a_predicate_outside_the_vocabulary_is_dropped_not_stored():
     """The grammar keeps the predicate inside the request's vocabulary; an answer that was not
     constrained (a replayed text here) loses such a claim, and the drop is reported."""

@@ -1,0 +1,159 @@
+"""Extraction in the turns form (memworker.turns, codec.run_turns, training rows and labels).
+
+Generation is replaced by ReplayBackend (given texts, every call recorded): these tests exercise
+the form and the codec, not a model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memworker import turns, wire
+from memworker.inference import codec
+from memworker.inference.backends import ReplayBackend
+from memworker.inference.codec import OutputValidationError
+from memworker.prompts import render
+from tests.test_codec import EP, claim, extract_text
+
+LISBON = claim()
+DENTIST = claim(quotes=[["Book the dentist for next Friday at 3pm.", 2]], predicate="plans_to",
+                value="book the dentist", kind="plan", time_expression="next Friday at 3pm",
+                supersedes=[])
+EMPTY = '{"claims":[]}'
+
+
+def test_one_turn_per_event_with_user_words_and_claims_by_their_latest_quote():
+    assert turns.turn_events(EP["events"]) == [0, 2]
+    both = claim(quotes=[["I moved to Lisbon last month.", 0],
+                         ["Book the dentist for next Friday at 3pm.", 2]])
+    parts = turns.split_claims({"claims": [LISBON, both, DENTIST]}, [0, 2])
+    assert parts == [{"claims": [LISBON]}, {"claims": [both, DENTIST]}]
+    assert turns.merge_claims(parts) == {"claims": [LISBON, both, DENTIST]}
+    tool = claim(quotes=[["Weather in Lisbon: sunny, 24 degrees.", 3]])
+    with pytest.raises(turns.TurnsError, match="event 3 last, which holds no user words"):
+        turns.split_claims({"claims": [tool]}, [0, 2])
+
+
+def test_messages_ask_each_turn_after_the_answers_before_it():
+    first = turns.messages(EP)
+    window = render("extract", EP)
+    assert first[0] == window[0]
+    assert first[1]["content"] == window[1]["content"] + "\n\nEvent [0]: its claims."
+    assert len(first) == 2
+    second = turns.messages(EP, [EMPTY])
+    assert second == first + [{"role": "assistant", "content": EMPTY},
+                              {"role": "user", "content": "Event [2]: its claims."}]
+    whole = turns.messages(EP, [EMPTY, EMPTY])
+    assert whole[-1] == {"role": "assistant", "content": EMPTY} and len(whole) == 5
+    with pytest.raises(turns.TurnsError, match="3 answers for 2 turns"):
+        turns.messages(EP, [EMPTY] * 3)
+    quiet = {**EP, "events": [e for e in EP["events"] if e["role"] != "user"]}
+    with pytest.raises(turns.TurnsError, match="no event holds user words"):
+        turns.messages(quiet)
+
+
+def test_a_training_row_becomes_one_conversation_and_other_tasks_stay():
+    answer = {"claims": [LISBON, DENTIST]}
+    row = {"id": "r", "task": "extract",
+           "messages": render("extract", EP) + [{"role": "assistant",
+                                                  "content": wire.dump_answer("extract", answer)}]}
+    turned = turns.to_turns_row(row, EP)
+    assistants = [m["content"] for m in turned["messages"] if m["role"] == "assistant"]
+    assert assistants == [extract_text(LISBON), extract_text(DENTIST)]
+    assert turned["messages"] == turns.messages(EP, assistants)
+    other = {"id": "c", "task": "consolidate", "messages": []}
+    assert turns.to_turns_row(other, EP) is other
+    quiet = {**EP, "events": [e for e in EP["events"] if e["role"] != "user"]}
+    empty = {**row, "messages": render("extract", quiet)
+             + [{"role": "assistant", "content": EMPTY}]}
+    assert turns.to_turns_row(empty, quiet) is None
+    with pytest.raises(turns.TurnsError, match="not the one its inputs render"):
+        turns.to_turns_row(row, {**EP, "existing_facts": []})
+
+
+def test_run_turns_merges_the_turns_into_one_result():
+    backend = ReplayBackend([extract_text(LISBON), extract_text(DENTIST)])
+    result = codec.run_turns(backend, EP)
+    whole = codec.decode("extract", EP, extract_text(LISBON, DENTIST))
+    assert result.output == whole.output and result.wire == whole.wire
+    assert [a.raw for a in result.turns] == [extract_text(LISBON), extract_text(DENTIST)]
+    assert len(result.attempts) == 1 and result.attempts[0].raw == extract_text(LISBON, DENTIST)
+    first, second = backend.calls
+    assert first["messages"] == turns.messages(EP)
+    # the second turn's prompt holds the first answer exactly as generated
+    assert second["messages"] == turns.messages(EP, [extract_text(LISBON)])
+    # a turn may quote its own event and earlier ones, never a later one
+    events = [[b["prefixItems"][1]["const"] for b in
+               call["schema"]["properties"]["claims"]["items"]["prefixItems"][0]["items"]["anyOf"]]
+              for call in backend.calls]
+    assert events == [[0], [0, 1, 2]]
+
+
+def test_a_claim_repeated_in_a_later_turn_is_dropped_once_and_noted():
+    repeat = claim(quotes=[["I moved to Lisbon last month.", 0],
+                           ["Book the dentist for next Friday at 3pm.", 2]])
+    backend = ReplayBackend([extract_text(LISBON), extract_text(repeat, DENTIST)])
+    result = codec.run_turns(backend, EP)
+    assert [c["predicate"] for c in result.output["claims"]] == ["lives_in", "plans_to"]
+    assert any("repeats claims/0" in d for d in result.diagnostics)
+    assert [f.code for f in result.dropped] == ["duplicate_claim"]
+
+
+def test_a_quote_of_a_later_event_fails_the_turn_and_the_retry_is_kept():
+    backend = ReplayBackend([extract_text(DENTIST), EMPTY, EMPTY])
+    result = codec.run_turns(backend, EP)
+    assert result.output == {"claims": []}
+    assert len(result.turns) == 3 and result.turns[0].error
+    assert result.diagnostics[0] == "1 turns accepted on a retry"
+    assert backend.calls[1]["messages"][-1]["content"].startswith(
+        "Your previous answer was rejected")
+    # the next turn's prompt holds the accepted answer, not the rejected one
+    assert backend.calls[2]["messages"] == turns.messages(EP, [EMPTY])
+
+
+def test_a_turn_that_fails_twice_raises_with_every_generation():
+    backend = ReplayBackend([EMPTY, "not json", "still not json"])
+    with pytest.raises(codec.CodecError) as info:
+        codec.run_turns(backend, EP)
+    assert str(info.value).startswith("event 2: ")
+    assert info.value.raw_outputs == [EMPTY, "not json", "still not json"]
+
+
+def test_a_window_without_user_words_asks_nothing():
+    quiet = {**EP, "events": [e for e in EP["events"] if e["role"] != "user"]}
+    backend = ReplayBackend([])
+    result = codec.run_turns(backend, quiet)
+    assert result.output == {"claims": []} and result.turns == [] and not backend.calls
+
+
+def test_a_bad_request_is_the_callers_error():
+    from memworker.inference.schema import InputError
+
+    with pytest.raises(InputError):
+        codec.run_turns(ReplayBackend([]), {**EP, "events": "nope"})
+
+
+def test_turn_labels_cover_every_answer_and_its_end_of_turn(tmp_path):
+    tokenizer = pytest.importorskip("transformers").AutoTokenizer
+    from memworker import registry
+    from memworker.train import data as tdata
+
+    if not registry.is_ready("smollm2-135m"):
+        pytest.skip("embedded base not prepared: python -m memworker.registry --prepare "
+                    "smollm2-135m")
+    tok = tokenizer.from_pretrained(str(registry.base_dir("smollm2-135m")))
+    texts = [extract_text(LISBON), EMPTY]
+    row = {"id": "r", "task": "extract", "messages": turns.messages(EP, texts)}
+    (enc,), stats = tdata.encode_rows(tok, [row], 4096, "<|im_end|>", 10.0)
+    assert [tok.decode(enc.input_ids[a:b]) for a, b in enc.spans] == \
+        [t + "<|im_end|>" for t in texts]
+    labelled = [i for i, y in enumerate(enc.labels) if y != tdata.IGNORE]
+    assert labelled == [i for a, b in enc.spans for i in range(a, b)]
+    assert stats.unweighted_rows == 0
+    # decision weights in each turn: the empty turn's fork ("[" and "]") counts too
+    second = enc.weights[enc.spans[1][0]:enc.spans[1][1]]
+    assert second.count(10.0) == 2
+    assert all(w == 0.0 for w in enc.weights[:enc.spans[0][0]])
+    one = json.loads(texts[0])
+    assert one["claims"]
