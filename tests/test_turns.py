@@ -12,7 +12,6 @@ import pytest
 from memworker import turns, wire
 from memworker.inference import codec
 from memworker.inference.backends import ReplayBackend
-from memworker.inference.codec import OutputValidationError
 from memworker.prompts import render
 from tests.test_codec import EP, claim, extract_text
 
