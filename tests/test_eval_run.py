@@ -209,3 +209,26 @@ def test_task_runs_only_that_tasks_rows(tiny_corpus, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([*common, "--task", "summarise"])
     assert "invalid choice: 'summarise'" in capsys.readouterr().err
+
+
+def test_an_extract_row_in_the_turns_form_is_graded_as_one_answer(tiny_corpus):
+    """`--extract-turns`: a model arm answers one turn per event with user words; the sample holds
+    every turn's generation, one summary attempt (the merged answer) and is graded like the
+    one-call answer with the same claims."""
+    from memworker import turns, wire
+    from memworker.inference.backends import ReplayBackend
+
+    row = next(r for r in runner.load_eval_rows(tiny_corpus, "test")
+               if r["task"] == "extract" and r["gold"]["claims"])
+    gold = wire.to_wire("extract", row["gold"])
+    asked = turns.turn_events(row["input"]["events"])
+    texts = [wire.dump_answer("extract", a) for a in turns.split_claims(gold, asked)]
+    sample = runner.run_row(ReplayBackend(texts), row, runner.Sampler(extract_turns=True),
+                            turns=True)
+    whole = runner.run_row(ReplayBackend([wire.dump_answer("extract", gold)]), row,
+                           runner.Sampler())
+    assert [t["raw"] for t in sample["turns"]] == texts and sample["status"] == "first_try"
+    assert len(sample["attempts"]) == 1 and "turns" not in whole
+    assert sample["output"] == whole["output"]
+    assert sample["verdicts"]["metrics"] == whole["verdicts"]["metrics"]
+    assert sample["verdicts"]["metrics"]["extract_support"][0] == len(row["gold"]["claims"])

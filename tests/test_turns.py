@@ -5,8 +5,6 @@ the form and the codec, not a model."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from memworker import turns, wire
@@ -154,5 +152,3 @@ def test_turn_labels_cover_every_answer_and_its_end_of_turn(tmp_path):
     second = enc.weights[enc.spans[1][0]:enc.spans[1][1]]
     assert second.count(10.0) == 2
     assert all(w == 0.0 for w in enc.weights[:enc.spans[0][0]])
-    one = json.loads(texts[0])
-    assert one["claims"]
