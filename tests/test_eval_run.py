@@ -212,7 +212,7 @@ def test_task_runs_only_that_tasks_rows(tiny_corpus, tmp_path, capsys):
 
 
 def test_an_extract_row_in_the_turns_form_is_graded_as_one_answer(tiny_corpus):
-    """`--extract-turns`: a model arm answers one turn per event with user words; the sample holds
+    """`--extract-form turns`: a model arm answers one turn per event with user words; the sample holds
     every turn's generation, one summary attempt (the merged answer) and is graded like the
     one-call answer with the same claims."""
     from memworker import turns, wire
@@ -223,8 +223,8 @@ def test_an_extract_row_in_the_turns_form_is_graded_as_one_answer(tiny_corpus):
     gold = wire.to_wire("extract", row["gold"])
     asked = turns.turn_events(row["input"]["events"])
     texts = [wire.dump_answer("extract", a) for a in turns.split_claims(gold, asked)]
-    sample = runner.run_row(ReplayBackend(texts), row, runner.Sampler(extract_turns=True),
-                            turns=True)
+    sample = runner.run_row(ReplayBackend(texts), row, runner.Sampler(extract_form="turns"),
+                            form="turns")
     whole = runner.run_row(ReplayBackend([wire.dump_answer("extract", gold)]), row,
                            runner.Sampler())
     assert [t["raw"] for t in sample["turns"]] == texts and sample["status"] == "first_try"

@@ -86,7 +86,7 @@ def test_extract_in_the_turns_form_asks_each_user_event():
                     supersedes=[])
     replay = ReplayBackend([dump_answer("extract", {"claims": [moved()]}),
                             dump_answer("extract", {"claims": [dentist]})])
-    worker = MemWorkerBackend(replay, extract_turns=True)
+    worker = MemWorkerBackend(replay, extract_form="turns")
     lisbon, booked = worker.extract(MESSAGES, EXISTING, observed_at="2025-10-08T10:00:00Z")
     assert lisbon["text"] == "The user lives in Lisbon." and booked["source_ids"] == ["m2", 3]
     assert [c["messages"][-1]["content"][-22:] for c in replay.calls] == \

@@ -5,6 +5,8 @@ the form and the codec, not a model."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memworker import turns, wire
@@ -152,3 +154,76 @@ def test_turn_labels_cover_every_answer_and_its_end_of_turn(tmp_path):
     second = enc.weights[enc.spans[1][0]:enc.spans[1][1]]
     assert second.count(10.0) == 2
     assert all(w == 0.0 for w in enc.weights[:enc.spans[0][0]])
+
+
+# --- the walk (design (b)) ------------------------------------------------------------------------
+
+def _walk(*steps):
+    return turns.dump_walk({"events": [[u, list(claims)] for u, claims in steps]})
+
+
+def test_a_walk_row_lists_each_user_event_and_flattens_back():
+    answer = {"claims": [DENTIST, LISBON]}
+    row = {"id": "r", "task": "extract",
+           "messages": render("extract", EP) + [{"role": "assistant",
+                                                  "content": wire.dump_answer("extract", answer)}]}
+    walked = turns.to_form_row(row, EP, "walk")
+    text = walked["messages"][-1]["content"]
+    assert walked["messages"][:2] == turns.walk_messages(EP)
+    assert walked["messages"][1]["content"].endswith(turns.WALK_LINE)
+    assert text == _walk((0, [LISBON]), (2, [DENTIST]))
+    assert turns.walk_claims(json.loads(text), [0, 2]) == {"claims": [LISBON, DENTIST]}
+    assert turns.to_form_row(row, EP, "window") is row
+    with pytest.raises(turns.TurnsError, match="unknown extraction form"):
+        turns.to_form_row(row, EP, "chunks")
+    # the field starts of the walk are the one-call answer's, shifted into place
+    fields = [(text[c:c + 6], name) for c, name, _ in turns.walk_field_starts(text)
+              if name in ("claims", "predicate", "value")]
+    assert fields == [("[[[[\"I", "claims"), ("lives_", "predicate"), ("Lisbon", "value"),
+                      ("[[[[\"B", "claims"), ("plans_", "predicate"), ("book t", "value")]
+    with pytest.raises(ValueError, match="exact text"):
+        turns.walk_field_starts(text.replace(",", ", ", 1))
+
+
+def test_a_walk_must_list_the_events_in_order_and_quote_none_later():
+    with pytest.raises(turns.TurnsError, match="in order"):
+        turns.walk_claims({"events": [[2, []], [0, []]]}, [0, 2])
+    with pytest.raises(turns.TurnsError, match="later event 2"):
+        turns.walk_claims({"events": [[0, [DENTIST]], [2, []]]}, [0, 2])
+
+
+def test_run_walk_fixes_the_event_indices_and_decodes_the_flattened_walk():
+    backend = ReplayBackend([_walk((0, [LISBON]), (2, [DENTIST]))])
+    result = codec.run_extract(backend, EP, "walk")
+    assert result.output == codec.decode("extract", EP, extract_text(LISBON, DENTIST)).output
+    assert result.raw == backend.outputs[0][0] and len(result.attempts) == 1
+    call = backend.calls[0]
+    assert call["messages"] == turns.walk_messages(EP)
+    steps = call["schema"]["properties"]["events"]["prefixItems"]
+    assert [s["prefixItems"][0] for s in steps] == [{"const": 0}, {"const": 2}]
+    assert 'value-events-0-0 ::= "0"' in call["grammar"]
+
+
+def test_run_walk_retries_a_walk_that_breaks_the_schema():
+    bad = _walk((0, [DENTIST]), (2, []))  # event 0's claim quotes event 2
+    backend = ReplayBackend([bad, _walk((0, []), (2, [DENTIST]))])
+    result = codec.run_walk(backend, EP)
+    assert len(result.attempts) == 2 and result.attempts[0].error
+    assert [c["predicate"] for c in result.output["claims"]] == ["plans_to"]
+    assert backend.calls[1]["messages"][-1]["content"].startswith(
+        "Your previous answer was rejected")
+    with pytest.raises(codec.CodecError) as info:
+        codec.run_walk(ReplayBackend([bad, bad]), EP)
+    assert info.value.raw_outputs == [bad, bad]
+
+
+def test_decision_weights_of_a_walk_row_mark_its_claims_fields():
+    from memworker.train.data import DECISION_FIELDS, value_starts
+
+    text = _walk((0, [LISBON]), (2, []))
+    offsets = list(range(len(text)))  # one "token" per character
+    marked = value_starts(text, offsets, DECISION_FIELDS)
+    assert text[min(k for k, f in marked.items() if f == "predicate")] == "l"
+    # each event's claims list is a fork: its "[" and the token after it
+    assert [k for k, f in marked.items() if f == "claims"] == \
+        [text.index("[[[["), text.index("[[[[") + 1, text.rindex("[]"), text.rindex("[]") + 1]

@@ -44,10 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=None,
                    help="cap every attempt's max_tokens at N (default: the codec's bound from the "
                         "request's schema); the same cap for every arm, recorded in the config")
-    p.add_argument("--extract-turns", action="store_true",
-                   help="model arms extract one event at a time (memworker.turns: the window "
-                        "once, one short answer per event with user words; --max-tokens caps "
-                        "each turn); for a student trained with --extract-turns")
+    p.add_argument("--extract-form", choices=("window", "turns", "walk"), default="window",
+                   help="the form model arms extract in (memworker.turns): window (one call, "
+                        "the default), turns (the window once, one short answer per event with "
+                        "user words; --max-tokens caps each turn) or walk (one answer walking "
+                        "those events); for a student trained with that --extract-form; the "
+                        "rules arm answers as always")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -177,10 +179,10 @@ def _plan(args: argparse.Namespace) -> Plan:
         rows = rows[: args.limit]
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_turns=args.extract_turns)
+                      extract_form=args.extract_form)
     sampler_doc = asdict(sampler)
-    if not sampler.extract_turns:  # samples made before the turns form: the same sampler
-        sampler_doc.pop("extract_turns")
+    if sampler.extract_form == "window":  # samples made before the forms: the same sampler
+        sampler_doc.pop("extract_form")
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task
                                              else {}),

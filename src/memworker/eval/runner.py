@@ -87,9 +87,10 @@ class Sampler:
     #: per-attempt cap on the codec's max_tokens (memworker.inference.schema.max_tokens_for the
     #: request's schema); None = the codec's value. The same cap applies to every arm.
     max_tokens_cap: int | None = None
-    #: model arms extract in the turns form (`memworker.turns`, `codec.run_turns`: one short
-    #: answer per event with user words, the cap per turn); the rules arm answers as always
-    extract_turns: bool = False
+    #: the form model arms extract in (`memworker.turns.FORMS`: "window", one call; "turns", one
+    #: short answer per event with user words, the cap per turn; "walk", one answer walking those
+    #: events); the rules arm answers in the window form always
+    extract_form: str = "window"
 
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
@@ -150,11 +151,11 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
-            grader: Grader | None = None, turns: bool = False) -> dict[str, Any]:
+            grader: Grader | None = None, form: str = "window") -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
-    propagate (they are not the model's answer). `turns`: an extract row in the turns form
-    (`codec.run_turns`; the sample's `turns` holds every generation)."""
+    propagate (they are not the model's answer). `form`: an extract row's form
+    (`memworker.turns.FORMS`; in the turns form the sample's `turns` holds every generation)."""
     from memworker.inference import codec
 
     task, inputs = row["task"], row["input"]
@@ -162,14 +163,16 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
     if sampler.max_tokens_cap is not None:
         request.max_tokens = min(request.max_tokens, sampler.max_tokens_cap)
-    turns = turns and task == "extract"
+    form = form if task == "extract" else "window"
+    turns = form == "turns"
     started = time.perf_counter()
     result, error, generations = None, None, None
     try:
-        if turns:
-            result = codec.run_turns(bound, inputs, temperature=sampler.temperature,
-                                     seed=sampler.seed, use_grammar=sampler.grammar,
-                                     max_tokens=sampler.max_tokens_cap, retries=sampler.retries)
+        if form != "window":
+            result = codec.run_extract(bound, inputs, form, temperature=sampler.temperature,
+                                       seed=sampler.seed, use_grammar=sampler.grammar,
+                                       max_tokens=sampler.max_tokens_cap,
+                                       retries=sampler.retries)
             generations = result.turns
         else:
             result = codec.run_request(bound, request, temperature=sampler.temperature,
@@ -262,7 +265,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
             for row in todo:
                 try:
                     sample = run_row(backend, row, sampler, grader,
-                                     turns=sampler.extract_turns and arm.kind != "rules")
+                                     form="window" if arm.kind == "rules"
+                                     else sampler.extract_form)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

@@ -166,9 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
     p.add_argument("--max-tokens", type=int, default=None,
                    help="override the schema-derived max_tokens")
-    p.add_argument("--extract-turns", action="store_true",
-                   help="extract one event at a time (memworker.turns; for a student trained "
-                        "with --extract-turns); --max-tokens then caps each turn")
+    p.add_argument("--extract-form", choices=("window", "turns", "walk"), default="window",
+                   help="extraction form (memworker.turns) of a student trained in it: window "
+                        "(default), turns (--max-tokens then caps each turn) or walk")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still verifies)")
     p.add_argument("--quiet", action="store_true", help="do not print codec notes")
@@ -201,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         task, inputs = load_request(text, args.task)
         check_inputs(task, inputs)  # bad inputs never reach (or even load) a backend
         backend = make_backend(args)
-        if args.extract_turns and task == "extract":
-            result = codec.run_turns(backend, inputs, temperature=args.temperature,
-                                     seed=args.seed, use_grammar=not args.no_grammar,
-                                     max_tokens=args.max_tokens)
+        if args.extract_form != "window" and task == "extract":
+            result = codec.run_extract(backend, inputs, args.extract_form,
+                                       temperature=args.temperature, seed=args.seed,
+                                       use_grammar=not args.no_grammar,
+                                       max_tokens=args.max_tokens)
         else:
             result = codec.run(backend, task, inputs, temperature=args.temperature,
                                seed=args.seed, use_grammar=not args.no_grammar,

@@ -641,24 +641,13 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
         claims += result.wire["claims"]
         diagnostics += [f"event {event}: {d}" for d in result.diagnostics]
         dropped += result.dropped
-    merged = wire.dump_answer("extract", {"claims": claims})
-    schema = build_schema("extract", inputs, limits=CONTRACT_LIMITS)
-    schema["properties"]["claims"]["maxItems"] = max(len(claims), 1)
     # the whole window once more: every check across turns (a repeat of an earlier turn's claim)
+    merged = wire.dump_answer("extract", {"claims": claims})
     try:
-        whole = _decode_merged(inputs, merged, schema)
+        whole = _decode_merged(inputs, claims)
     except CodecError as exc:
         exc.attempts = generations + [Attempt(raw=merged, finish_reason="stop", error=str(exc))]
         raise
-    if len(whole.output["claims"]) > CONTRACT_LIMITS.claims:
-        left = len(whole.output["claims"]) - CONTRACT_LIMITS.claims
-        whole.output["claims"] = whole.output["claims"][:CONTRACT_LIMITS.claims]
-        whole.wire["claims"] = whole.wire["claims"][:CONTRACT_LIMITS.claims]
-        whole.diagnostics.append(f"{left} claims beyond the contract's {CONTRACT_LIMITS.claims} "
-                                 "left out (the latest turns')")
-    problems = contracts.errors(contracts.TASK_SCHEMAS["extract"][1], whole.output)
-    if problems:
-        raise _invalid(["canonical answer: " + p for p in problems])
     summary = Attempt(raw=merged, finish_reason="stop",
                       prompt_tokens=_total(g.prompt_tokens for g in generations),
                       completion_tokens=_total(g.completion_tokens for g in generations),
@@ -672,10 +661,121 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     return whole
 
 
-def _decode_merged(inputs: dict[str, Any], merged: str, schema: dict[str, Any]) -> CodecResult:
+def run_walk(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
+             use_grammar: bool = True, max_tokens: int | None = None,
+             retries: int = 1) -> CodecResult:
+    """Extraction in the walk form (`memworker.turns`, design (b)): one generation whose answer
+    walks the events with user words in order, the schema fixing each event's index (a `const`)
+    and letting its claims quote events up to it. The walk is checked against that schema,
+    flattened into the one-call answer and decoded as one (`run_turns`' merged decode: every
+    check, no claim twice). One retry, as `run`. `result.raw` / the accepted attempt's raw is the
+    walk text; a window without user words asks nothing."""
+    from memworker import turns as turns_form
+
+    check_inputs("extract", inputs)
+    asked = turns_form.turn_events(inputs["events"])
+    if not asked:
+        return _decode_merged(inputs, [])
+    messages = turns_form.walk_messages(inputs)
+    context_left = backend.context_left(messages) if hasattr(backend, "context_left") else None
+    budget = DEFAULT_BUDGET["extract"]
+    if context_left is not None:
+        budget = min(budget, context_left)
+    steps, limit = [], 0
+    for event in asked:
+        upto = {**inputs, "events": [e for e in inputs["events"] if e["index"] <= event]}
+        part = build_schema("extract", upto, budget_tokens=budget)
+        steps.append({"type": "array", "prefixItems": [{"const": event},
+                                                        part["properties"]["claims"]],
+                      "items": False, "minItems": 2, "maxItems": 2})
+        limit += max_tokens_for(part, context_left=None)
+    schema = {"type": "object", "properties": {"events": {
+        "type": "array", "prefixItems": steps, "items": False, "minItems": len(steps),
+        "maxItems": len(steps)}}, "required": ["events"], "additionalProperties": False}
+    if context_left is not None:
+        limit = min(limit, context_left)
+    if max_tokens is not None:
+        limit = min(limit, max_tokens)
+    grammar = schema_to_gbnf(schema) if use_grammar else None
+    attempts: list[Attempt] = []
+    current = list(messages)
+    while True:
+        started = time.perf_counter()
+        gen = backend.generate(current, schema=schema, grammar=grammar, max_tokens=limit,
+                               temperature=temperature, seed=seed)
+        seconds = time.perf_counter() - started
+        attempt = _measured(Attempt(raw=gen.text, finish_reason=gen.finish_reason), gen, seconds)
+        try:
+            result = _decode_walk(inputs, gen.text, gen.finish_reason, schema, asked)
+        except CodecError as exc:
+            attempt.error = str(exc)
+            attempts.append(attempt)
+            if len(attempts) > retries:
+                exc.attempts = attempts
+                raise
+            current = list(messages) + [retry_message(exc)]
+            continue
+        result.attempts = attempts + [attempt]
+        if attempts:
+            result.diagnostics.insert(0, f"accepted on attempt {len(result.attempts)} after: "
+                                         f"{attempts[-1].error}")
+        return result
+
+
+def _decode_walk(inputs: dict[str, Any], raw: str, finish_reason: str | None,
+                 schema: dict[str, Any], asked: list[int]) -> CodecResult:
+    from memworker import turns as turns_form
+
+    if finish_reason == "length":
+        raise OutputTruncatedError("output was truncated (finish reason 'length'): the answer "
+                                   "did not fit in max_tokens")
+    diagnostics: list[str] = []
+    doc = parse_answer(raw, diagnostics)
+    problems = _schema_errors(schema, doc)
+    if problems:
+        raise _invalid(problems)
+    try:
+        flat = turns_form.walk_claims(doc, asked)
+    except turns_form.TurnsError as exc:
+        raise _invalid([str(exc)]) from None
+    result = _decode_merged(inputs, flat["claims"])
+    result.raw = raw
+    result.diagnostics = diagnostics + result.diagnostics
+    return result
+
+
+def run_extract(backend: Any, inputs: dict[str, Any], form: str = "window", **kw: Any
+                ) -> CodecResult:
+    """Extraction in one of `memworker.turns.FORMS`: "window" (`run`), "turns" (`run_turns`),
+    "walk" (`run_walk`)."""
+    if form == "turns":
+        return run_turns(backend, inputs, **kw)
+    if form == "walk":
+        return run_walk(backend, inputs, **kw)
+    if form != "window":
+        raise ValueError(f"unknown extraction form {form!r}; forms: window, turns, walk")
+    return run(backend, "extract", inputs, **kw)
+
+
+def _decode_merged(inputs: dict[str, Any], claims: list[Any]) -> CodecResult:
+    """The claims of several parts (turns, a walk's events) decoded as one whole-window answer:
+    every check again across the parts (a repeat of an earlier part's claim is dropped); beyond
+    the contract's claim limit the later claims are left out, noted."""
+    merged = wire.dump_answer("extract", {"claims": claims})
+    schema = build_schema("extract", inputs, limits=CONTRACT_LIMITS)
+    schema["properties"]["claims"]["maxItems"] = max(len(claims), 1)
     diagnostics: list[str] = []
     dropped: list[Finding] = []
     wire_answer, output = _extract(json.loads(merged), inputs, schema, diagnostics, dropped)
+    if len(output["claims"]) > CONTRACT_LIMITS.claims:
+        left = len(output["claims"]) - CONTRACT_LIMITS.claims
+        output["claims"] = output["claims"][:CONTRACT_LIMITS.claims]
+        wire_answer["claims"] = wire_answer["claims"][:CONTRACT_LIMITS.claims]
+        diagnostics.append(f"{left} claims beyond the contract's {CONTRACT_LIMITS.claims} left "
+                           "out (the latest events')")
+    problems = contracts.errors(contracts.TASK_SCHEMAS["extract"][1], output)
+    if problems:
+        raise _invalid(["canonical answer: " + p for p in problems])
     return CodecResult(task="extract", output=output, wire=wire_answer, raw=merged,
                        diagnostics=diagnostics, dropped=dropped)
 

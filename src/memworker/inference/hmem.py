@@ -84,11 +84,11 @@ class MemWorkerBackend:
 
     def __init__(self, backend: Any, *, temperature: float = 0.0, seed: int = 0,
                  use_grammar: bool = True, budget_tokens: int | None = -1,
-                 max_tokens: int | None = None, extract_turns: bool = False):
+                 max_tokens: int | None = None, extract_form: str = "window"):
         self.backend = backend
-        #: extract one event at a time (memworker.turns: for a student trained in that form;
-        #: `max_tokens` then caps each turn)
-        self.extract_turns = extract_turns
+        #: the extraction form (memworker.turns.FORMS) of a student trained in it; in the
+        #: turns form `max_tokens` caps each turn
+        self.extract_form = extract_form
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -123,10 +123,10 @@ class MemWorkerBackend:
         # memworker.eval.rules.RulesBackend) is bound to it first, as the evaluator does
         backend = self.backend.bind(task, inputs) if hasattr(self.backend, "bind") \
             else self.backend
-        if task == "extract" and self.extract_turns:
-            result = codec.run_turns(backend, inputs, temperature=self.temperature,
-                                     seed=self.seed, use_grammar=self.use_grammar,
-                                     max_tokens=self.max_tokens)
+        if task == "extract" and self.extract_form != "window":
+            result = codec.run_extract(backend, inputs, self.extract_form,
+                                       temperature=self.temperature, seed=self.seed,
+                                       use_grammar=self.use_grammar, max_tokens=self.max_tokens)
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

@@ -85,10 +85,12 @@ class StageConfig:
                           "weights, the total unchanged; exact per step with loss_scale epoch "
                           "(empty: the tasks' natural shares; either way the receipt's "
                           "data.train.tasks records them; train/README \"Task shares\")")
-    extract_turns: bool = _f(False, "extract rows in the turns form (memworker.turns): the "
-                             "window once, then one short answer per event that holds user "
-                             "words, each turn's answer in the loss; evaluate with eval/run.py "
-                             "--extract-turns (train/README \"E17\")")
+    extract_form: str = _f("window", "the form of the extract rows (memworker.turns): window "
+                           "(one answer per window) | turns (the window once, then one short "
+                           "answer per event that holds user words, each turn's answer in the "
+                           "loss) | walk (one answer walking those events in order, the event "
+                           "indices fixed by the grammar); evaluate with eval/run.py "
+                           "--extract-form (train/README \"E17\", \"E18\")")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
                                "per batch (rows x longest row; packed: the sum of the rows' "
@@ -163,6 +165,9 @@ class StageConfig:
             parse_task_shares(self.task_shares)
         except ConfigError as exc:
             problems.append(str(exc))
+        if self.extract_form not in ("window", "turns", "walk"):
+            problems.append(f"extract_form must be window, turns or walk, not "
+                            f"{self.extract_form!r}")
         if self.decision_weight <= 0:
             problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
         if self.learning_rate <= 0:

@@ -217,8 +217,12 @@ def value_starts(answer: str, offsets: list[int],
     a string's opening quote; `memworker.wire.field_starts`): the token where the model commits
     to the value. With `fields`, only those, and for a list-valued field also the token after its
     "[" (first item or "]")."""
+    from memworker import turns
+
+    starts = (turns.walk_field_starts(answer) if answer.startswith('{"events":')
+              else wire.field_starts(answer))
     out = {}
-    for c, name, is_list in wire.field_starts(answer):
+    for c, name, is_list in starts:
         if fields is not None and name not in fields:
             continue
         marks = [c, c + 1] if fields is not None and is_list else [c]

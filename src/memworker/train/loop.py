@@ -249,9 +249,9 @@ def _load_split(folder: Path, split: str, seed: int, limit: int = 0) -> list[dic
     return rows[:limit] if limit else rows
 
 
-def _turns_rows(folder: Path, split: str, rows: list[dict]) -> list[dict]:
-    """Extract rows in the turns form (`memworker.turns`), joined with their canonical inputs;
-    a window without user words (no turn to ask, empty gold) is left out."""
+def _form_rows(folder: Path, split: str, rows: list[dict], form: str) -> list[dict]:
+    """Extract rows in an extraction form (`memworker.turns`), joined with their canonical
+    inputs; a window without user words (nothing to ask, empty gold) is left out."""
     from memworker import turns
     from memworker.corpus import load_rows
 
@@ -261,7 +261,7 @@ def _turns_rows(folder: Path, split: str, rows: list[dict]) -> list[dict]:
         if row["task"] == "extract" and row["id"] not in inputs:
             raise RunError(f"{folder}: {split} row {row['id']} has no canonical row")
         try:
-            turned = turns.to_turns_row(row, inputs.get(row["id"], {}))
+            turned = turns.to_form_row(row, inputs.get(row["id"], {}), form)
         except turns.TurnsError as exc:
             raise RunError(f"{folder}: {split}: {exc}") from None
         if turned is not None:
@@ -282,8 +282,9 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
     val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
     val = val[: cfg.val_rows] if cfg.val_rows else val
-    if cfg.extract_turns:
-        train, val = _turns_rows(corpus, "train", train), _turns_rows(corpus, "val", val)
+    if cfg.extract_form != "window":
+        train = _form_rows(corpus, "train", train, cfg.extract_form)
+        val = _form_rows(corpus, "val", val, cfg.extract_form)
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
         "manifest_sha256": manifest_sha256,
@@ -294,8 +295,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         replay_manifest = tdata.verify_corpus(replay_dir, "coding")
         pool = [r for r in tdata.seeded_order(tdata.load_wire_rows(replay_dir, "train"),
                                                cfg.seed, "replay") if r["task"] not in left_out]
-        if cfg.extract_turns:
-            pool = _turns_rows(replay_dir, "train", pool)
+        if cfg.extract_form != "window":
+            pool = _form_rows(replay_dir, "train", pool, cfg.extract_form)
         n = min(len(pool), tdata.replay_count(len(train), cfg.replay_fraction))
         provenance["replay"] = {
             "corpus": str(replay_dir), "rows": n, "fraction": round(n / (n + len(train)), 4),
@@ -303,8 +304,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
             "split_sha256": {"train": tdata.split_sha256(replay_manifest, "train")},
         }
         train = tdata.seeded_order(train + pool[:n], cfg.seed, "mix")
-    if cfg.extract_turns:
-        provenance["extract_turns"] = True
+    if cfg.extract_form != "window":
+        provenance["extract_form"] = cfg.extract_form
     if left_out:
         provenance["left_out_tasks"] = sorted(left_out)
     if cfg.train_rows:
