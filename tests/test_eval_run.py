@@ -229,6 +229,8 @@ def test_an_extract_row_in_the_turns_form_is_graded_as_one_answer(tiny_corpus):
                            runner.Sampler())
     assert [t["raw"] for t in sample["turns"]] == texts and sample["status"] == "first_try"
     assert len(sample["attempts"]) == 1 and "turns" not in whole
+    assert sample["extract_form"] == "turns" and sample["schema_sha256"] is None
+    assert sample["prompt_sha256"] == runner.prompt_sha256(turns.messages(row["input"]))
     assert sample["output"] == whole["output"]
     assert sample["verdicts"]["metrics"] == whole["verdicts"]["metrics"]
     assert sample["verdicts"]["metrics"]["extract_support"][0] == len(row["gold"]["claims"])

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from memworker import turns as tforms
 from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
 from memworker.prompts import to_chatml
@@ -184,14 +185,17 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         generations = list(exc.attempts) if turns else None
     seconds = time.perf_counter() - started
     status = "failed" if result is None else "first_try" if len(attempts) == 1 else "retry"
-    if turns and result is not None and any(d.endswith("turns accepted on a retry")
-                                            for d in result.diagnostics[:1]):
-        status = "retry"
+    if turns and result is not None:  # one generation per turn; more: a turn was retried
+        status = "first_try" if len(generations) <= len(tforms.turn_events(inputs["events"])) \
+            else "retry"
     sample = {
         "id": row["id"], "episode": row["episode"], "task": task,
-        "prompt_sha256": prompt_sha256(request.messages),
-        "schema_sha256": sha256_bytes(canonical_json(request.schema)),
-        "max_tokens": request.max_tokens,
+        # the form's first prompt; its schemas are built per turn / walk by the codec
+        "prompt_sha256": prompt_sha256(_first_prompt(form, inputs, request.messages)),
+        "schema_sha256": sha256_bytes(canonical_json(request.schema)) if form == "window"
+        else None,
+        "max_tokens": request.max_tokens if form == "window" else sampler.max_tokens_cap,
+        **({"extract_form": form} if form != "window" else {}),
         "attempts": [_attempt_doc(a) for a in attempts],
         "status": status,
         "error": None if error is None else {"type": type(error).__name__, "kind": error.kind,
@@ -205,6 +209,15 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         sample["turns"] = [_attempt_doc(a) for a in generations]
     sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
+
+
+def _first_prompt(form: str, inputs: dict[str, Any], messages: list[dict[str, str]]
+                  ) -> list[dict[str, str]]:
+    if form == "turns" and tforms.turn_events(inputs["events"]):
+        return tforms.messages(inputs)
+    if form == "walk":
+        return tforms.walk_messages(inputs)
+    return messages
 
 
 def _attempt_doc(attempt: Any) -> dict[str, Any]:
