@@ -184,15 +184,13 @@ def walk_field_starts(text: str) -> list[tuple[int, str, bool]]:
 
 
 def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str) -> dict[str, Any] | None:
-    """A wire training row in an extraction form (`FORMS`); other tasks' rows unchanged; None for
-    a window without a user event in the turns and walk forms (nothing to ask: its gold must be
-    empty, checked)."""
+    """A wire training row (messages: system, user, assistant) in an extraction form (`FORMS`),
+    given the window's canonical inputs; other tasks' rows unchanged; None for a window without a
+    user event in the turns and walk forms (nothing to ask: its gold must be empty, checked)."""
     if form not in FORMS:
         raise TurnsError(f"unknown extraction form {form!r}; forms: {', '.join(FORMS)}")
     if form == "window" or row["task"] != "extract":
         return row
-    if form == "turns":
-        return to_turns_row(row, inputs)
     answer = json.loads(row["messages"][-1]["content"])
     asked = turn_events(inputs["events"])
     if not asked:
@@ -202,22 +200,12 @@ def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str) -> dict[
     if render("extract", inputs) != row["messages"][:2]:
         raise TurnsError(f"row {row.get('id', '?')}: its prompt is not the one its inputs "
                          "render (canonical and wire rows of different corpora?)")
+    if form == "turns":
+        return {**row, "messages": training_messages(inputs, answer)}
     return {**row, "messages": walk_messages(inputs) + [
         {"role": "assistant", "content": dump_walk(walk_answer(answer, asked))}]}
 
 
 def to_turns_row(row: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any] | None:
-    """A wire extract training row (messages: system, user, assistant) in the turns form, given
-    the window's canonical inputs; None for a window without a user event (nothing to ask:
-    its gold must be empty, checked). Other tasks' rows are returned unchanged."""
-    if row["task"] != "extract":
-        return row
-    answer = json.loads(row["messages"][-1]["content"])
-    if not turn_events(inputs["events"]):
-        if answer["claims"]:
-            raise TurnsError(f"row {row.get('id', '?')}: claims but no event with user words")
-        return None
-    if render("extract", inputs) != row["messages"][:2]:
-        raise TurnsError(f"row {row.get('id', '?')}: its prompt is not the one its inputs "
-                         "render (canonical and wire rows of different corpora?)")
-    return {**row, "messages": training_messages(inputs, answer)}
+    """`to_form_row` in the turns form."""
+    return to_form_row(row, inputs, "turns")
