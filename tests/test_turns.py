@@ -22,6 +22,14 @@ DENTIST = claim(quotes=[["Book the dentist for next Friday at 3pm.", 2]], predic
 EMPTY = '{"claims":[]}'
 
 
+def _window_row(*claims):
+    """A one-call extract training row of EP whose gold holds these claims."""
+    return {"id": "r", "task": "extract",
+            "messages": render("extract", EP) + [
+                {"role": "assistant", "content": wire.dump_answer("extract",
+                                                                  {"claims": list(claims)})}]}
+
+
 def test_one_turn_per_event_with_user_words_and_claims_by_their_latest_quote():
     assert turns.turn_events(EP["events"]) == [0, 2]
     both = claim(quotes=[["I moved to Lisbon last month.", 0],
@@ -53,22 +61,19 @@ def test_messages_ask_each_turn_after_the_answers_before_it():
 
 
 def test_a_training_row_becomes_one_conversation_and_other_tasks_stay():
-    answer = {"claims": [LISBON, DENTIST]}
-    row = {"id": "r", "task": "extract",
-           "messages": render("extract", EP) + [{"role": "assistant",
-                                                  "content": wire.dump_answer("extract", answer)}]}
-    turned = turns.to_turns_row(row, EP)
+    row = _window_row(LISBON, DENTIST)
+    turned = turns.to_form_row(row, EP, "turns")
     assistants = [m["content"] for m in turned["messages"] if m["role"] == "assistant"]
     assert assistants == [extract_text(LISBON), extract_text(DENTIST)]
     assert turned["messages"] == turns.messages(EP, assistants)
     other = {"id": "c", "task": "consolidate", "messages": []}
-    assert turns.to_turns_row(other, EP) is other
+    assert turns.to_form_row(other, EP, "turns") is other
     quiet = {**EP, "events": [e for e in EP["events"] if e["role"] != "user"]}
     empty = {**row, "messages": render("extract", quiet)
              + [{"role": "assistant", "content": EMPTY}]}
-    assert turns.to_turns_row(empty, quiet) is None
+    assert turns.to_form_row(empty, quiet, "turns") is None
     with pytest.raises(turns.TurnsError, match="not the one its inputs render"):
-        turns.to_turns_row(row, {**EP, "existing_facts": []})
+        turns.to_form_row(row, {**EP, "existing_facts": []}, "turns")
 
 
 def test_run_turns_merges_the_turns_into_one_result():
@@ -163,10 +168,7 @@ def _walk(*steps):
 
 
 def test_a_walk_row_lists_each_user_event_and_flattens_back():
-    answer = {"claims": [DENTIST, LISBON]}
-    row = {"id": "r", "task": "extract",
-           "messages": render("extract", EP) + [{"role": "assistant",
-                                                  "content": wire.dump_answer("extract", answer)}]}
+    row = _window_row(DENTIST, LISBON)
     walked = turns.to_form_row(row, EP, "walk")
     text = walked["messages"][-1]["content"]
     assert walked["messages"][:2] == turns.walk_messages(EP)

@@ -179,7 +179,7 @@ def walk_field_starts(text: str) -> list[tuple[int, str, bool]]:
         part = wire.dump_answer("extract", {"claims": claims})
         shift = at - len('{"claims":')
         out += [(c + shift, name, is_list) for c, name, is_list in wire.field_starts(part)]
-        at += len(part) - len('{"claims":') - 1 + 1  # the claims array, then "]"
+        at += len(part) - len('{"claims":')  # the claims array ("}" dropped), then "]"
     return out
 
 
@@ -205,7 +205,3 @@ def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str) -> dict[
     return {**row, "messages": walk_messages(inputs) + [
         {"role": "assistant", "content": dump_walk(walk_answer(answer, asked))}]}
 
-
-def to_turns_row(row: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any] | None:
-    """`to_form_row` in the turns form."""
-    return to_form_row(row, inputs, "turns")

@@ -13,6 +13,7 @@ from memworker.contracts import TASKS
 from memworker.eval import runner
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.hashing import write_json
+from memworker.turns import FORMS
 
 if TYPE_CHECKING:
     from memworker.eval.summary import SignRelease
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=None,
                    help="cap every attempt's max_tokens at N (default: the codec's bound from the "
                         "request's schema); the same cap for every arm, recorded in the config")
-    p.add_argument("--extract-form", choices=("window", "turns", "walk"), default="window",
+    p.add_argument("--extract-form", choices=FORMS, default="window",
                    help="the form model arms extract in (memworker.turns): window (one call, "
                         "the default), turns (the window once, one short answer per event with "
                         "user words; --max-tokens caps each turn) or walk (one answer walking "

@@ -27,6 +27,7 @@ from typing import Any
 
 from memworker.contracts import TASKS
 from memworker.prompts import PromptError, detect_task, render_user, template
+from memworker.turns import FORMS
 
 _ID = r"[A-Za-z][A-Za-z0-9_-]{0,31}"
 _TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
@@ -166,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
     p.add_argument("--max-tokens", type=int, default=None,
                    help="override the schema-derived max_tokens")
-    p.add_argument("--extract-form", choices=("window", "turns", "walk"), default="window",
+    p.add_argument("--extract-form", choices=FORMS, default="window",
                    help="extraction form (memworker.turns) of a student trained in it: window "
                         "(default), turns (--max-tokens then caps each turn) or walk")
     p.add_argument("--no-grammar", action="store_true",

@@ -72,6 +72,7 @@ from typing import Any
 import jsonschema
 
 from memworker import contracts, derive, temporal, verify, wire
+from memworker import turns as turns_form
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
     CONTRACT_LIMITS,
@@ -83,6 +84,7 @@ from memworker.inference.schema import (
 )
 from memworker.prompts import render
 from memworker.safety import redact
+from memworker.turns import FORMS
 from memworker.verify import Finding
 
 RETRY_TEMPLATE = ("Your previous answer was rejected: {error}\n"
@@ -519,6 +521,18 @@ def prepare(task: str, inputs: dict[str, Any], *, backend: Any = None, use_gramm
     what is left of its context window."""
     check_inputs(task, inputs)
     messages = render(task, inputs)
+    context_left, budget_tokens = _context_budget(backend, messages, task, budget_tokens)
+    schema = build_schema(task, inputs, budget_tokens=budget_tokens, limits=limits)
+    grammar = schema_to_gbnf(schema) if use_grammar else None
+    if max_tokens is None:
+        max_tokens = max_tokens_for(schema, context_left=context_left)
+    return Request(task, inputs, messages, schema, grammar, max_tokens)
+
+
+def _context_budget(backend: Any, messages: list[dict[str, str]], task: str,
+                    budget_tokens: int | None = -1) -> tuple[int | None, int | None]:
+    """(context left after the prompt, or None when the backend cannot count it; the token
+    budget: -1 is the task's default, capped by the context left)."""
     context_left = None
     if backend is not None and hasattr(backend, "context_left"):
         context_left = backend.context_left(messages)
@@ -526,11 +540,7 @@ def prepare(task: str, inputs: dict[str, Any], *, backend: Any = None, use_gramm
         budget_tokens = DEFAULT_BUDGET[task]
     if context_left is not None and budget_tokens is not None:
         budget_tokens = min(budget_tokens, context_left)
-    schema = build_schema(task, inputs, budget_tokens=budget_tokens, limits=limits)
-    grammar = schema_to_gbnf(schema) if use_grammar else None
-    if max_tokens is None:
-        max_tokens = max_tokens_for(schema, context_left=context_left)
-    return Request(task, inputs, messages, schema, grammar, max_tokens)
+    return context_left, budget_tokens
 
 
 def retry_message(error: CodecError) -> dict[str, str]:
@@ -559,7 +569,13 @@ def _measured(attempt: Attempt, gen: Any, seconds: float) -> Attempt:
 
 
 def run_request(backend: Any, request: Request, *, temperature: float = 0.0, seed: int = 0,
-                retries: int = 1) -> CodecResult:
+                retries: int = 1, decoder: Any = None) -> CodecResult:
+    """Generate and decode, retrying once (`retries`) on a CodecError. `decoder(raw,
+    finish_reason)` replaces `decode` for an answer of another shape (the walk form)."""
+    if decoder is None:
+        def decoder(raw: str, finish_reason: str | None) -> CodecResult:
+            return decode(request.task, request.inputs, raw, finish_reason=finish_reason,
+                          schema=request.schema)
     attempts: list[Attempt] = []
     messages = list(request.messages)
     while True:
@@ -568,9 +584,11 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
                                max_tokens=request.max_tokens, temperature=temperature, seed=seed)
         seconds = time.perf_counter() - started
         try:
-            result = decode(request.task, request.inputs, gen.text,
-                            finish_reason=gen.finish_reason, schema=request.schema)
+            result = decoder(gen.text, gen.finish_reason)
         except CodecError as exc:
+            if not exc.attempts:
+                exc.attempts = [Attempt(raw=gen.text, finish_reason=gen.finish_reason,
+                                        error=str(exc))]
             failed = _measured(exc.attempts[-1], gen, seconds)
             attempts.append(failed)
             if len(attempts) > retries:
@@ -587,17 +605,19 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
 
 # --- extraction one event at a time (memworker.turns) ---------------------------------------------
 
+def _schema_upto(inputs: dict[str, Any], event: int, budget: int | None) -> dict[str, Any]:
+    """The extract schema of a part that answers for `event`: its quotes cite events up to it
+    only (a claim belongs to the latest event it quotes)."""
+    upto = {**inputs, "events": [e for e in inputs["events"] if e["index"] <= event]}
+    return build_schema("extract", upto, budget_tokens=budget)
+
+
 def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
                   messages: list[dict[str, str]], use_grammar: bool,
                   max_tokens: int | None) -> Request:
-    """The request of one turn: the conversation so far, a schema whose quotes may cite events
-    up to `event` only (a claim belongs to the latest event it quotes)."""
-    upto = {**inputs, "events": [e for e in inputs["events"] if e["index"] <= event]}
-    context_left = backend.context_left(messages) if hasattr(backend, "context_left") else None
-    budget = DEFAULT_BUDGET["extract"]
-    if context_left is not None:
-        budget = min(budget, context_left)
-    schema = build_schema("extract", upto, budget_tokens=budget)
+    """The request of one turn: the conversation so far, `_schema_upto` its event."""
+    context_left, budget = _context_budget(backend, messages, "extract")
+    schema = _schema_upto(inputs, event, budget)
     limit = max_tokens_for(schema, context_left=context_left)
     if max_tokens is not None:
         limit = min(limit, max_tokens)
@@ -617,8 +637,6 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     out, noted). `max_tokens` caps each turn. A turn that fails twice raises its error, carrying
     every turn's attempts. `result.turns` holds each generation; `result.attempts` one summary
     (the merged answer, the summed tokens and seconds)."""
-    from memworker import turns as turns_form
-
     check_inputs("extract", inputs)
     asked = turns_form.turn_events(inputs["events"])
     generations: list[Attempt] = []
@@ -642,13 +660,13 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
         diagnostics += [f"event {event}: {d}" for d in result.diagnostics]
         dropped += result.dropped
     # the whole window once more: every check across turns (a repeat of an earlier turn's claim)
-    merged = wire.dump_answer("extract", {"claims": claims})
     try:
         whole = _decode_merged(inputs, claims)
     except CodecError as exc:
+        merged = wire.dump_answer("extract", {"claims": claims})
         exc.attempts = generations + [Attempt(raw=merged, finish_reason="stop", error=str(exc))]
         raise
-    summary = Attempt(raw=merged, finish_reason="stop",
+    summary = Attempt(raw=whole.raw, finish_reason="stop",
                       prompt_tokens=_total(g.prompt_tokens for g in generations),
                       completion_tokens=_total(g.completion_tokens for g in generations),
                       seconds=_total(g.seconds for g in generations))
@@ -670,21 +688,15 @@ def run_walk(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, 
     flattened into the one-call answer and decoded as one (`run_turns`' merged decode: every
     check, no claim twice). One retry, as `run`. `result.raw` / the accepted attempt's raw is the
     walk text; a window without user words asks nothing."""
-    from memworker import turns as turns_form
-
     check_inputs("extract", inputs)
     asked = turns_form.turn_events(inputs["events"])
     if not asked:
         return _decode_merged(inputs, [])
     messages = turns_form.walk_messages(inputs)
-    context_left = backend.context_left(messages) if hasattr(backend, "context_left") else None
-    budget = DEFAULT_BUDGET["extract"]
-    if context_left is not None:
-        budget = min(budget, context_left)
+    context_left, budget = _context_budget(backend, messages, "extract")
     steps, limit = [], 0
     for event in asked:
-        upto = {**inputs, "events": [e for e in inputs["events"] if e["index"] <= event]}
-        part = build_schema("extract", upto, budget_tokens=budget)
+        part = _schema_upto(inputs, event, budget)
         steps.append({"type": "array", "prefixItems": [{"const": event},
                                                         part["properties"]["claims"]],
                       "items": False, "minItems": 2, "maxItems": 2})
@@ -696,36 +708,15 @@ def run_walk(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, 
         limit = min(limit, context_left)
     if max_tokens is not None:
         limit = min(limit, max_tokens)
-    grammar = schema_to_gbnf(schema) if use_grammar else None
-    attempts: list[Attempt] = []
-    current = list(messages)
-    while True:
-        started = time.perf_counter()
-        gen = backend.generate(current, schema=schema, grammar=grammar, max_tokens=limit,
-                               temperature=temperature, seed=seed)
-        seconds = time.perf_counter() - started
-        attempt = _measured(Attempt(raw=gen.text, finish_reason=gen.finish_reason), gen, seconds)
-        try:
-            result = _decode_walk(inputs, gen.text, gen.finish_reason, schema, asked)
-        except CodecError as exc:
-            attempt.error = str(exc)
-            attempts.append(attempt)
-            if len(attempts) > retries:
-                exc.attempts = attempts
-                raise
-            current = list(messages) + [retry_message(exc)]
-            continue
-        result.attempts = attempts + [attempt]
-        if attempts:
-            result.diagnostics.insert(0, f"accepted on attempt {len(result.attempts)} after: "
-                                         f"{attempts[-1].error}")
-        return result
+    request = Request("extract", inputs, messages, schema,
+                      schema_to_gbnf(schema) if use_grammar else None, limit)
+    return run_request(backend, request, temperature=temperature, seed=seed, retries=retries,
+                       decoder=lambda raw, finish: _decode_walk(inputs, raw, finish, schema,
+                                                                asked))
 
 
 def _decode_walk(inputs: dict[str, Any], raw: str, finish_reason: str | None,
                  schema: dict[str, Any], asked: list[int]) -> CodecResult:
-    from memworker import turns as turns_form
-
     if finish_reason == "length":
         raise OutputTruncatedError("output was truncated (finish reason 'length'): the answer "
                                    "did not fit in max_tokens")
@@ -740,6 +731,7 @@ def _decode_walk(inputs: dict[str, Any], raw: str, finish_reason: str | None,
         raise _invalid([str(exc)]) from None
     result = _decode_merged(inputs, flat["claims"])
     result.raw = raw
+    result.attempts = [Attempt(raw=raw, finish_reason=finish_reason)]
     result.diagnostics = diagnostics + result.diagnostics
     return result
 
@@ -753,7 +745,7 @@ def run_extract(backend: Any, inputs: dict[str, Any], form: str = "window", **kw
     if form == "walk":
         return run_walk(backend, inputs, **kw)
     if form != "window":
-        raise ValueError(f"unknown extraction form {form!r}; forms: window, turns, walk")
+        raise ValueError(f"unknown extraction form {form!r}; forms: {', '.join(FORMS)}")
     return run(backend, "extract", inputs, **kw)
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from memworker.contracts import TASKS
 from memworker.hashing import sha256_json
+from memworker.turns import FORMS
 
 STAGE_ORDER = ("coding", "general-a", "general")
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -165,8 +166,8 @@ class StageConfig:
             parse_task_shares(self.task_shares)
         except ConfigError as exc:
             problems.append(str(exc))
-        if self.extract_form not in ("window", "turns", "walk"):
-            problems.append(f"extract_form must be window, turns or walk, not "
+        if self.extract_form not in FORMS:
+            problems.append(f"extract_form must be one of {', '.join(FORMS)}, not "
                             f"{self.extract_form!r}")
         if self.decision_weight <= 0:
             problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
