@@ -234,3 +234,22 @@ def test_an_extract_row_in_the_turns_form_is_graded_as_one_answer(tiny_corpus):
     assert sample["output"] == whole["output"]
     assert sample["verdicts"]["metrics"] == whole["verdicts"]["metrics"]
     assert sample["verdicts"]["metrics"]["extract_support"][0] == len(row["gold"]["claims"])
+    # --turn-quotes own: the same gold (one event per claim here) is accepted the same way
+    own = runner.run_row(ReplayBackend(texts), row,
+                         runner.Sampler(extract_form="turns", turn_quotes="own"), form="turns")
+    assert own["output"] == sample["output"]
+
+
+def test_turn_quotes_needs_the_turns_form_and_is_recorded_only_when_set(tiny_corpus, tmp_path,
+                                                                         capsys):
+    common = ["--arm", "rules", "--set", "test", "--corpus", str(tiny_corpus), "--resamples", "50",
+              "--no-plots", "--no-progress", "--task", "reflect", "--limit", "1"]
+    assert main([*common, "--out", str(tmp_path / "a"), "--turn-quotes", "own"]) == 2
+    assert "--turn-quotes applies to --extract-form turns only" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+    assert main([*common, "--out", str(tmp_path / "b"), "--extract-form", "turns",
+                 "--turn-quotes", "own"]) == 0
+    sampler = json.loads((tmp_path / "b" / "config.json").read_text())["sampler"]
+    assert sampler["extract_form"] == "turns" and sampler["turn_quotes"] == "own"
+    assert main([*common, "--out", str(tmp_path / "c")]) == 0
+    assert "turn_quotes" not in json.loads((tmp_path / "c" / "config.json").read_text())["sampler"]

@@ -94,6 +94,27 @@ def test_run_turns_merges_the_turns_into_one_result():
     assert events == [[0], [0, 1, 2]]
 
 
+def test_own_quotes_offers_each_turn_its_own_events_spans_only():
+    backend = ReplayBackend([extract_text(LISBON), extract_text(DENTIST)])
+    result = codec.run_turns(backend, EP, own_quotes=True)
+    assert result.wire == codec.run_turns(
+        ReplayBackend([extract_text(LISBON), extract_text(DENTIST)]), EP).wire
+    events = [[b["prefixItems"][1]["const"] for b in
+               call["schema"]["properties"]["claims"]["items"]["prefixItems"][0]["items"]["anyOf"]]
+              for call in backend.calls]
+    assert events == [[0], [2]]
+    # a claim of the second turn that quotes the first event breaks its schema: retried
+    both = claim(quotes=[["I moved to Lisbon last month.", 0],
+                         ["Book the dentist for next Friday at 3pm.", 2]])
+    backend = ReplayBackend([EMPTY, extract_text(both), EMPTY])
+    assert codec.run_turns(backend, EP, own_quotes=True).output == {"claims": []}
+    assert backend.calls[2]["messages"][-1]["content"].startswith(
+        "Your previous answer was rejected")
+    # without the option the same answer is accepted
+    accepted = codec.run_turns(ReplayBackend([EMPTY, extract_text(both)]), EP)
+    assert [c["source_indices"] for c in accepted.output["claims"]] == [[0, 2]]
+
+
 def test_a_claim_repeated_in_a_later_turn_is_dropped_once_and_noted():
     repeat = claim(quotes=[["I moved to Lisbon last month.", 0],
                            ["Book the dentist for next Friday at 3pm.", 2]])

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "user words; --max-tokens caps each turn) or walk (one answer walking "
                         "those events); for a student trained with that --extract-form; the "
                         "rules arm answers as always")
+    p.add_argument("--turn-quotes", choices=("upto", "own"), default="upto",
+                   help="with --extract-form turns: the events a turn's quotes may cite, its own "
+                        "and the earlier ones (upto, the default) or its own only (own)")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -180,10 +183,14 @@ def _plan(args: argparse.Namespace) -> Plan:
         rows = rows[: args.limit]
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form)
+                      extract_form=args.extract_form, turn_quotes=args.turn_quotes)
+    if sampler.turn_quotes != "upto" and sampler.extract_form != "turns":
+        raise EvalError("--turn-quotes applies to --extract-form turns only")
     sampler_doc = asdict(sampler)
     if sampler.extract_form == "window":  # samples made before the forms: the same sampler
         sampler_doc.pop("extract_form")
+    if sampler.turn_quotes == "upto":  # samples made before the option: the same sampler
+        sampler_doc.pop("turn_quotes")
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task
                                              else {}),

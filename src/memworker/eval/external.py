@@ -749,7 +749,8 @@ def _main(args: Any) -> int:
               "window": args.window, "windows": args.windows, "questions": args.questions,
               "distractors": args.distractors, "seed": args.seed,
               "arms": {a.name: a.spec for a in arms},
-              "sampler": {k: v for k, v in asdict(sampler).items() if k != "extract_form"},
+              "sampler": {k: v for k, v in asdict(sampler).items()
+                          if k not in ("extract_form", "turn_quotes")},
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
     write_json(out / "config.json", config)

@@ -92,6 +92,9 @@ class Sampler:
     #: short answer per event with user words, the cap per turn; "walk", one answer walking those
     #: events); the rules arm answers in the window form always
     extract_form: str = "window"
+    #: which events a turn's quotes may cite in the turns form: "upto" (its own and the earlier
+    #: ones) or "own" (its own only: `codec.run_turns(own_quotes=True)`)
+    turn_quotes: str = "upto"
 
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
@@ -173,7 +176,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             result = codec.run_extract(bound, inputs, form, temperature=sampler.temperature,
                                        seed=sampler.seed, use_grammar=sampler.grammar,
                                        max_tokens=sampler.max_tokens_cap,
-                                       retries=sampler.retries)
+                                       retries=sampler.retries,
+                                       **({"own_quotes": True} if turns and
+                                          sampler.turn_quotes == "own" else {}))
             generations = result.turns
         else:
             result = codec.run_request(bound, request, temperature=sampler.temperature,
