@@ -70,6 +70,38 @@ def test_kept_claims_follow_the_codecs_drops_and_refuse_tokens_that_do_not_spell
         confidence.kept_claim_stats(_sample(RAW, tokens, [], 1))
 
 
+def test_a_turns_sample_is_scored_from_each_turns_accepted_generation():
+    """The turns form: each claim's tokens are its own turn's; a rejected generation is skipped,
+    a turn's own drops and the merge's drops (claims/N of the joined list) both follow the
+    codec, and the claims beyond the output (the contract's limit) are left out."""
+    one = ('{"claims":[[[["I live in Porto.",1]],"the user","person","lives_in","Porto","fact",'
+           'null,[]]]}')
+    inputs = {"events": [{"index": 0, "role": "assistant"}, {"index": 1, "role": "user"},
+                         {"index": 2, "role": "user"}]}
+    turns = [{"raw": one, "error": None, "token_logprobs": _pieces(one, {"lives_in": -0.1})},
+             {"raw": "bad", "error": "not json", "token_logprobs": [["bad", -9.0]]},
+             {"raw": RAW, "error": None,
+              "token_logprobs": _pieces(RAW, {"lives_in": -3.0, "works": -2.0})}]
+    sample = {"id": "r", "attempts": [{"raw": "merged"}], "turns": turns,
+              "diagnostics": ["1 turns accepted on a retry",
+                              "claims/1: dropped (repeats claims/0)"],
+              "output": {"claims": [{}] * 2}}
+    kept = confidence.kept_claim_stats(sample, inputs)
+    assert [k["predicate"]["first"] for k in kept] == [-0.1, -2.0]
+    # the second turn dropped its own first claim: the merge then kept both that remain
+    sample["diagnostics"] = ["event 2: claims/0: dropped (value)"]
+    assert [k["predicate"]["first"] for k in confidence.kept_claim_stats(sample, inputs)] == \
+        [-0.1, -2.0]
+    # three claims kept, the output holds two (the contract's limit): the later one is left out
+    sample["diagnostics"] = []
+    assert [k["predicate"]["first"] for k in confidence.kept_claim_stats(sample, inputs)] == \
+        [-0.1, -3.0]
+    with pytest.raises(runner.EvalError, match="needs its row's input"):
+        confidence.kept_claim_stats(sample)
+    with pytest.raises(runner.EvalError, match="2 accepted turns for 1 events"):
+        confidence.kept_claim_stats(sample, {"events": inputs["events"][:2]})
+
+
 def test_auc_counts_pairs_and_ties():
     assert confidence.auc([3.0, 2.0], [1.0, 0.0]) == 1.0
     assert confidence.auc([0.0], [1.0]) == 0.0

@@ -4,7 +4,8 @@ its wrong ones, and what would dropping the unsure ones score?
 Input: an evaluation folder whose model arm ran with `eval/run.py --logprobs` (every answer token's
 log-probability under the model, before the grammar) and a rules arm. For each claim the codec kept,
 the tokens of each wire field (quote text, subject name and type, predicate, value, kind) are found
-in the raw answer, and a claim's score is one of `SCORES` (e.g. the first predicate token's
+in the raw answer (in the turns form, each turn's own answer and tokens), and a claim's score is
+one of `SCORES` (e.g. the first predicate token's
 log-probability plus the first value token's). Printed:
 
 - the area under the ROC curve of each score (a supported claim ranked above an unsupported one);
@@ -111,24 +112,62 @@ def field_stats(spans: dict[str, Span], tokens: list[list[Any]]) -> Fields:
     return stats
 
 
-def kept_claim_stats(sample: dict[str, Any]) -> list[Fields] | None:
+def _kept(spans: list[Any], diagnostics: list[str], prefix: str = "") -> list[Any]:
+    """`spans` (one per claim of an answer, in order) without the claims the codec dropped
+    (its diagnostics `<prefix>claims/N: dropped ...`)."""
+    dropped = {int(m.group(1)) for d in diagnostics if d.startswith(prefix)
+               and (m := _DROPPED.match(d[len(prefix):]))}
+    return [s for n, s in enumerate(spans) if n not in dropped]
+
+
+def _tokens(sample: dict[str, Any], attempt: dict[str, Any]) -> list[list[Any]] | None:
+    tokens = attempt.get("token_logprobs")
+    if tokens and "".join(p for p, _ in tokens) != attempt["raw"]:
+        raise EvalError(f"{sample['id']}: the recorded tokens do not spell the raw answer")
+    return tokens or None
+
+
+def kept_claim_stats(sample: dict[str, Any], inputs: dict[str, Any] | None = None
+                     ) -> list[Fields] | None:
     """Field statistics of each claim in `sample["output"]` (the codec's kept claims, in order),
-    or None when the sample has none to score (failed, or no log-probabilities recorded)."""
+    or None when the sample has none to score (failed, or no log-probabilities recorded).
+
+    A sample in the turns form (`eval/run.py --extract-form turns`) is scored from each turn's
+    accepted generation (its own tokens): the claims each turn kept, joined in turn order, less
+    those the merge dropped (a repeat across turns) and those beyond the contract's limit. Its
+    turns' event indices come from `inputs` (the row's input)."""
     if sample.get("output") is None:
         return None
-    attempt = sample["attempts"][-1]
-    tokens = attempt.get("token_logprobs")
-    if not tokens:
-        return None
-    raw = attempt["raw"]
-    if "".join(p for p, _ in tokens) != raw:
-        raise EvalError(f"{sample['id']}: the recorded tokens do not spell the raw answer")
-    dropped = {int(m.group(1)) for d in sample["diagnostics"] if (m := _DROPPED.match(d))}
-    kept = [s for n, s in enumerate(claim_spans(raw)) if n not in dropped]
-    if len(kept) != len(sample["output"]["claims"]):
+    n_out = len(sample["output"]["claims"])
+    if sample.get("turns") is not None:
+        if inputs is None:
+            raise EvalError(f"{sample['id']}: a turns-form sample needs its row's input")
+        from memworker.turns import turn_events
+
+        accepted = [t for t in sample["turns"] if t.get("error") is None]
+        events = turn_events(inputs["events"])
+        if len(accepted) != len(events):
+            raise EvalError(f"{sample['id']}: {len(accepted)} accepted turns for "
+                            f"{len(events)} events")
+        merged: list[tuple[dict[str, Span], list[list[Any]]]] = []
+        for event, turn in zip(events, accepted, strict=True):
+            tokens = _tokens(sample, turn)
+            if tokens is None:
+                return None
+            merged += [(spans, tokens) for spans in _kept(
+                claim_spans(turn["raw"]), sample["diagnostics"], f"event {event}: ")]
+        kept = _kept(merged, sample["diagnostics"])[:n_out]
+    else:
+        attempt = sample["attempts"][-1]
+        tokens = _tokens(sample, attempt)
+        if tokens is None:
+            return None
+        kept = [(spans, tokens) for spans in _kept(claim_spans(attempt["raw"]),
+                                                   sample["diagnostics"])]
+    if len(kept) != n_out:
         raise EvalError(f"{sample['id']}: {len(kept)} claims found in the raw answer after the "
-                        f"codec's drops, {len(sample['output']['claims'])} in its output")
-    return [field_stats(s, tokens) for s in kept]
+                        f"codec's drops, {n_out} in its output")
+    return [field_stats(spans, tokens) for spans, tokens in kept]
 
 
 def half(episode: str) -> str:
@@ -176,7 +215,7 @@ class Rows:
         if not rows:
             raise EvalError(f"{out_dir}: no extract row has samples of both arms")
         self.items = [(r, by_arm[model][r["id"]], by_arm[rules][r["id"]],
-                       kept_claim_stats(by_arm[model][r["id"]])) for r in rows]
+                       kept_claim_stats(by_arm[model][r["id"]], r["input"])) for r in rows]
         if all(stats is None for *_, stats in self.items):
             raise EvalError(f"{out_dir}: arm {model!r} has no token log-probabilities; run it "
                             "with `eval/run.py --logprobs`")
