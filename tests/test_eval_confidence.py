@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from memworker.eval import confidence, runner
+from memworker.eval import confidence, hybrid, runner
 from memworker.eval.cli import main as eval_main
 from memworker.hashing import canonical_json
 from memworker.inference import codec
@@ -109,7 +109,9 @@ def test_auc_counts_pairs_and_ties():
     assert math.isnan(confidence.auc([], [1.0]))
 
 
-def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp_path):
+def _oracle_folder(tiny_corpus, tmp_path):
+    """An eval folder with the rules arm and `oracle`: the gold as a model, every token at log
+    p 0."""
     out = tmp_path / "ev"
     assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),
                       "--task", "extract", "--out", str(out), "--no-progress",
@@ -128,6 +130,11 @@ def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp
                       "wire": result.wire, "diagnostics": result.diagnostics, "seconds": 1.0}
             sample["verdicts"] = runner.grade_sample(row, sample)
             fh.write(canonical_json(sample) + b"\n")
+    return out
+
+
+def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp_path):
+    out = _oracle_folder(tiny_corpus, tmp_path)
     folder = confidence.Rows(out, "oracle")
     score = "first(predicate)+first(value)"
     gold = folder.totals("all", "model")
@@ -153,3 +160,41 @@ def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp
             fh.write(canonical_json(s) + b"\n")
     with pytest.raises(runner.EvalError, match="--logprobs"):
         confidence.Rows(plain, "oracle")
+
+
+def test_a_hybrid_keeps_only_the_models_surest_claims_beside_the_rules(tiny_corpus, tmp_path,
+                                                                       capsys):
+    out = _oracle_folder(tiny_corpus, tmp_path)
+    folder = confidence.Rows(out, "oracle")
+    score = "first(predicate)+first(value)"
+    rules, gold = folder.totals("all", "rules"), folder.totals("all", "model")
+    assert rules[2] < gold[3]                    # the rules alone miss facts the oracle states
+
+    def extract(to, threshold):
+        assert hybrid.main(["--out", str(out), "--model", "oracle", "--to", str(tmp_path / to),
+                            "--min-score", str(threshold), "--score", score]) == 0
+        summary = json.loads((tmp_path / to / "summary.json").read_text())
+        config = json.loads((tmp_path / to / "config.json").read_text())
+        assert config["hybrid"]["min_score"] == {"score": score, "threshold": threshold}
+        return summary["metrics"]["hybrid"]["extract"]["metrics"]["extract_coverage"]
+
+    none, every = extract("h-none", 0.5), extract("h-all", 0.0)   # every token's log p is 0
+    assert none["num"] == rules[2] and every["num"] == folder.totals("all", "union")[2]
+    assert every["num"] > none["num"]
+    # a model arm without log-probabilities cannot be filtered; --extract rules has no claims to
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text((out / "config.json").read_text())
+    with open(plain / runner.SAMPLES, "wb") as fh:
+        for line in (out / runner.SAMPLES).read_text().splitlines():
+            s = json.loads(line)
+            for a in s["attempts"]:
+                a.pop("token_logprobs", None)
+            fh.write(canonical_json(s) + b"\n")
+    capsys.readouterr()
+    assert hybrid.main(["--out", str(plain), "--model", "oracle", "--to", str(tmp_path / "x"),
+                        "--min-score", "0"]) == 2
+    assert "--logprobs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        hybrid.main(["--out", str(out), "--model", "oracle", "--to", str(tmp_path / "y"),
+                     "--extract", "rules", "--min-score", "0"])

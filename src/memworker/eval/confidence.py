@@ -182,7 +182,7 @@ def auc(positive: list[float], negative: list[float]) -> float:
     return wins / (len(positive) * len(negative))
 
 
-def _filtered(sample: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
+def filtered(sample: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
     return {**sample,
             "output": {**sample["output"], "claims": [c for c, k in zip(
                 sample["output"]["claims"], keep, strict=True) if k]},
@@ -247,7 +247,7 @@ class Rows:
                 counts = _counts(rules["verdicts"])
             else:
                 if stats is not None and score is not None:
-                    model = _filtered(model, [SCORES[score](f) >= threshold for f in stats])
+                    model = filtered(model, [SCORES[score](f) >= threshold for f in stats])
                 if arm == "model":
                     counts = _counts(grade_sample(row, model)) if stats is not None \
                         else _counts(model["verdicts"])

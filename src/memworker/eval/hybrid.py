@@ -24,10 +24,16 @@ Policies (per task):
   are ignored. It is a function of the model's raw answer alone, so it is what a worker whose
   codec derived them scores (on a wire v4 sample it is the `model` policy).
 
+With `--min-score T` the model's extract claims scoring below T under `--score` (a claim's score
+from its own token log-probabilities, `memworker.eval.confidence.SCORES`; the model arm must have
+run with `eval/run.py --logprobs`) are dropped before the merge: the rules plus only the model's
+surest claims. Set T on half A of the val rows with `eval/confidence.py`, read it on half B.
+
 A hybrid row's seconds are the two arms' seconds added (the worker runs both). Choose a policy on
 the val split only; on held-out, test and natural sets this describes a result.
 
     python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/hybrid
+    python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/surest --min-score -0.05
 """
 
 from __future__ import annotations
@@ -39,12 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from memworker import wire
+from memworker.eval import confidence
 from memworker.eval.grade import _value_key, predicate_match, subject_match
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.hashing import canonical_json, write_json
 
 EXTRACT_POLICIES = ("union", "fill", "rules", "model")
 OTHER_POLICIES = ("rules", "model", "derived")
+DEFAULT_SCORE = "first(predicate)+first(value)"
 
 
 def _says(record: dict[str, Any]) -> tuple[str, str, str]:
@@ -139,9 +147,26 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
     return sample
 
 
+def surest(row: dict[str, Any], sample: dict[str, Any], score: str,
+           threshold: float) -> dict[str, Any]:
+    """An extract sample of the model with its claims scoring below `threshold` dropped (a failed
+    sample as it is; one without log-probabilities is an error)."""
+    if sample.get("output") is None:
+        return sample
+    stats = confidence.kept_claim_stats(sample, row["input"])
+    if stats is None:
+        raise EvalError(f"{sample['id']}: arm {sample['arm']!r} has no token log-probabilities "
+                        "for --min-score; run it with `eval/run.py --logprobs`")
+    fn = confidence.SCORES[score]
+    return confidence.filtered(sample, [fn(f) >= threshold for f in stats])
+
+
 def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
-            rules: str = "rules", name: str = "hybrid", resamples: int = 2000) -> dict[str, Any]:
-    """Write the hybrid folder `to` from the evaluation folder `out_dir`; returns its summary."""
+            rules: str = "rules", name: str = "hybrid", resamples: int = 2000,
+            min_score: float | None = None, score: str = DEFAULT_SCORE) -> dict[str, Any]:
+    """Write the hybrid folder `to` from the evaluation folder `out_dir`; returns its summary.
+    With `min_score`, the model's extract claims scoring below it under `score` are dropped
+    before the merge."""
     from memworker.eval.summary import report_markdown, summarise
 
     config_path = out_dir / "config.json"
@@ -164,7 +189,15 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
         raise EvalError(f"{out_dir}: no row has samples of both {rules!r} and {model!r}")
     to.mkdir(parents=True, exist_ok=True)
     out_samples = [by_arm[a][r["id"]] for a in (model, rules) for r in both]
-    out_samples += [compose_row(r, by_arm[rules][r["id"]], by_arm[model][r["id"]], policies, name)
+    if min_score is not None and score not in confidence.SCORES:
+        raise EvalError(f"unknown score {score!r} (one of: {', '.join(sorted(confidence.SCORES))})")
+
+    def model_sample(r: dict[str, Any]) -> dict[str, Any]:
+        s = by_arm[model][r["id"]]
+        return surest(r, s, score, min_score) if (
+            min_score is not None and r["task"] == "extract") else s
+
+    out_samples += [compose_row(r, by_arm[rules][r["id"]], model_sample(r), policies, name)
                     for r in both]
     with open(to / SAMPLES, "wb") as fh:
         for s in out_samples:
@@ -172,9 +205,13 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
     new_config = {**config, "arms": {model: config["arms"].get(model, model),
                                      rules: config["arms"].get(rules, "rules"),
                                      name: f"hybrid of {rules} and {model}: " + ", ".join(
-                                         f"{t} {p}" for t, p in policies.items())},
+                                         f"{t} {p}" for t, p in policies.items()) + (
+                                         f" (model's extract claims with {score} ≥ {min_score})"
+                                         if min_score is not None else "")},
                   "hybrid": {"from": str(out_dir), "rules": rules, "model": model,
-                             "policies": policies, "rows": len(both)}}
+                             "policies": policies, "rows": len(both),
+                             **({"min_score": {"score": score, "threshold": min_score}}
+                                if min_score is not None else {})}}
     write_json(to / "config.json", new_config)
     summary = summarise(both, out_samples, [model, rules, name], config=new_config,
                         resamples=resamples)
@@ -194,11 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--consolidate", default="rules", choices=OTHER_POLICIES)
     p.add_argument("--reflect", default="rules", choices=OTHER_POLICIES)
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
+    p.add_argument("--min-score", type=float, default=None, metavar="T",
+                   help="drop the model's extract claims scoring below T before the merge (the "
+                        "model arm must have run with eval/run.py --logprobs)")
+    p.add_argument("--score", default=DEFAULT_SCORE, choices=sorted(confidence.SCORES),
+                   help=f"the claim score --min-score applies to ({DEFAULT_SCORE})")
     args = p.parse_args(argv)
     policies = {"extract": args.extract, "consolidate": args.consolidate, "reflect": args.reflect}
+    if args.min_score is not None and args.extract == "rules":
+        p.error("--min-score filters the model's extract claims: not with --extract rules")
     try:
         summary = compose(Path(args.out), args.model, Path(args.to), policies, rules=args.rules,
-                          name=args.name, resamples=args.resamples)
+                          name=args.name, resamples=args.resamples, min_score=args.min_score,
+                          score=args.score)
     except (EvalError, OSError, KeyError, ValueError) as exc:
         print(f"eval/hybrid.py: error: {exc}", file=sys.stderr)
         return 2
