@@ -133,6 +133,19 @@ def _oracle_folder(tiny_corpus, tmp_path):
     return out
 
 
+def _without_logprobs(out, plain):
+    """A copy of the folder `out` at `plain` with every attempt's log-probabilities removed."""
+    plain.mkdir()
+    (plain / "config.json").write_text((out / "config.json").read_text())
+    with open(plain / runner.SAMPLES, "wb") as fh:
+        for line in (out / runner.SAMPLES).read_text().splitlines():
+            s = json.loads(line)
+            for a in s["attempts"]:
+                a.pop("token_logprobs", None)
+            fh.write(canonical_json(s) + b"\n")
+    return plain
+
+
 def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp_path):
     out = _oracle_folder(tiny_corpus, tmp_path)
     folder = confidence.Rows(out, "oracle")
@@ -149,15 +162,7 @@ def test_dropping_claims_is_regraded_alone_and_beside_the_rules(tiny_corpus, tmp
     lines = confidence.report(folder, [score], quantiles=(0.5,))
     assert any(line.startswith("| rules + model, first(predicate)") for line in lines)
     # a model arm run without --logprobs cannot be scored
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    (plain / "config.json").write_text((out / "config.json").read_text())
-    with open(plain / runner.SAMPLES, "wb") as fh:
-        for line in (out / runner.SAMPLES).read_text().splitlines():
-            s = json.loads(line)
-            for a in s["attempts"]:
-                a.pop("token_logprobs", None)
-            fh.write(canonical_json(s) + b"\n")
+    plain = _without_logprobs(out, tmp_path / "plain")
     with pytest.raises(runner.EvalError, match="--logprobs"):
         confidence.Rows(plain, "oracle")
 
@@ -182,15 +187,7 @@ def test_a_hybrid_keeps_only_the_models_surest_claims_beside_the_rules(tiny_corp
     assert none["num"] == rules[2] and every["num"] == folder.totals("all", "union")[2]
     assert every["num"] > none["num"]
     # a model arm without log-probabilities cannot be filtered; --extract rules has no claims to
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    (plain / "config.json").write_text((out / "config.json").read_text())
-    with open(plain / runner.SAMPLES, "wb") as fh:
-        for line in (out / runner.SAMPLES).read_text().splitlines():
-            s = json.loads(line)
-            for a in s["attempts"]:
-                a.pop("token_logprobs", None)
-            fh.write(canonical_json(s) + b"\n")
+    plain = _without_logprobs(out, tmp_path / "plain")
     capsys.readouterr()
     assert hybrid.main(["--out", str(plain), "--model", "oracle", "--to", str(tmp_path / "x"),
                         "--min-score", "0"]) == 2

@@ -33,7 +33,7 @@ A hybrid row's seconds are the two arms' seconds added (the worker runs both). C
 the val split only; on held-out, test and natural sets this describes a result.
 
     python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/hybrid
-    python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/surest --min-score -0.05
+    python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/surest --min-score -0.022
 """
 
 from __future__ import annotations
@@ -187,10 +187,10 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
     both = [r for r in rows if r["id"] in by_arm[rules] and r["id"] in by_arm[model]]
     if not both:
         raise EvalError(f"{out_dir}: no row has samples of both {rules!r} and {model!r}")
-    to.mkdir(parents=True, exist_ok=True)
-    out_samples = [by_arm[a][r["id"]] for a in (model, rules) for r in both]
     if min_score is not None and score not in confidence.SCORES:
         raise EvalError(f"unknown score {score!r} (one of: {', '.join(sorted(confidence.SCORES))})")
+    to.mkdir(parents=True, exist_ok=True)
+    out_samples = [by_arm[a][r["id"]] for a in (model, rules) for r in both]
 
     def model_sample(r: dict[str, Any]) -> dict[str, Any]:
         s = by_arm[model][r["id"]]
