@@ -186,7 +186,8 @@ def test_a_hybrid_keeps_only_the_models_surest_claims_beside_the_rules(tiny_corp
     none, every = extract("h-none", 0.5), extract("h-all", 0.0)   # every token's log p is 0
     assert none["num"] == rules[2] and every["num"] == folder.totals("all", "union")[2]
     assert every["num"] > none["num"]
-    # a model arm without log-probabilities cannot be filtered; --extract rules has no claims to
+    # a model arm without log-probabilities cannot be filtered; --extract rules has no model
+    # claims to filter
     plain = _without_logprobs(out, tmp_path / "plain")
     capsys.readouterr()
     assert hybrid.main(["--out", str(plain), "--model", "oracle", "--to", str(tmp_path / "x"),

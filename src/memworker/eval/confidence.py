@@ -182,12 +182,19 @@ def auc(positive: list[float], negative: list[float]) -> float:
     return wins / (len(positive) * len(negative))
 
 
-def filtered(sample: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
+def _filtered(sample: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
     return {**sample,
             "output": {**sample["output"], "claims": [c for c, k in zip(
                 sample["output"]["claims"], keep, strict=True) if k]},
             "wire": {**sample["wire"], "claims": [c for c, k in zip(
                 sample["wire"]["claims"], keep, strict=True) if k]}}
+
+
+def surest(sample: dict[str, Any], stats: list[Fields], score: str,
+           threshold: float) -> dict[str, Any]:
+    """`sample` without its claims whose `score` (from `stats`, `kept_claim_stats`'s) is below
+    `threshold`."""
+    return _filtered(sample, [SCORES[score](f) >= threshold for f in stats])
 
 
 def _counts(verdicts: dict[str, Any]) -> list[int]:
@@ -247,7 +254,7 @@ class Rows:
                 counts = _counts(rules["verdicts"])
             else:
                 if stats is not None and score is not None:
-                    model = filtered(model, [SCORES[score](f) >= threshold for f in stats])
+                    model = surest(model, stats, score, threshold)
                 if arm == "model":
                     counts = _counts(grade_sample(row, model)) if stats is not None \
                         else _counts(model["verdicts"])

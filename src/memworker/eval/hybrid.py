@@ -157,8 +157,7 @@ def surest(row: dict[str, Any], sample: dict[str, Any], score: str,
     if stats is None:
         raise EvalError(f"{sample['id']}: arm {sample['arm']!r} has no token log-probabilities "
                         "for --min-score; run it with `eval/run.py --logprobs`")
-    fn = confidence.SCORES[score]
-    return confidence.filtered(sample, [fn(f) >= threshold for f in stats])
+    return confidence.surest(sample, stats, score, threshold)
 
 
 def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
