@@ -79,14 +79,10 @@ list=()
 for name in nf4 dw1 dw3 dw10; do
     d=$name/coding
     [ -d "$d" ] || continue
-    if [ "$name" = nf4 ]; then     # checks: their records, no adapter
-        for f in receipt.json sittings.json config.json trainer_state.json; do
-            [ -e "$d/$f" ] && list+=("$d/$f")
-        done
-    elif [ -f "$d/receipt.json" ]; then
-        for f in receipt.json sittings.json config.json trainer_state.json adapter; do
-            [ -e "$d/$f" ] && list+=("$d/$f")
-        done
+    files=(receipt.json sittings.json config.json trainer_state.json)
+    [ "$name" = nf4 ] || files+=(adapter)   # the NF4 check: its records, no adapter
+    if [ "$name" = nf4 ] || [ -f "$d/receipt.json" ]; then
+        for f in "${files[@]}"; do [ -e "$d/$f" ] && list+=("$d/$f"); done
     else
         c=$(ls -d "$d"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
         [ -n "$c" ] && list+=("$c/adapter_model.safetensors" "$c/adapter_config.json" "$c/trainer_state.json")

@@ -97,3 +97,9 @@ class RecordingServer:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+def shell_logical_lines(text: str) -> list[str]:
+    """A shell script's lines with backslash continuations joined and comments dropped."""
+    return [line for line in text.replace("\\\n", " ").splitlines()
+            if not line.lstrip().startswith("#")]

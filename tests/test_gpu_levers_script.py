@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from memworker.pipeline import build_parser
+from tests.helpers import shell_logical_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_levers.sh"
@@ -16,8 +17,7 @@ SCRIPT = ROOT / "scripts" / "gpu_levers.sh"
 
 def _flags(text: str) -> set[str]:
     """The `--flag`s of the arrays and `run` lines the script hands to train/run.py."""
-    body = "\n".join(line for line in text.replace("\\\n", " ").splitlines()
-                     if not line.lstrip().startswith("#"))
+    body = "\n".join(shell_logical_lines(text))
     handed = re.findall(r"^(?:COMMON|LEVER)=\((.*?)\)$", body, flags=re.M | re.S)
     handed += [line for line in body.splitlines()
                if re.match(r"\s*run \S+ ", line) or "train/run.py" in line]

@@ -9,14 +9,10 @@ from pathlib import Path
 
 import yaml
 
+from tests.helpers import shell_logical_lines
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "release.sh"
-
-
-def _logical_lines(text: str) -> list[str]:
-    """The script's lines with backslash continuations joined and comments dropped."""
-    return [line for line in text.replace("\\\n", " ").splitlines()
-            if not line.lstrip().startswith("#")]
 
 
 def test_release_script_parses():
@@ -33,7 +29,7 @@ def test_release_script_parses():
         assert f"wants {step};" in text or (step in sets and 'wants "$set"' in text), step
 
     commands: dict[str, set[str]] = {}
-    for line in _logical_lines(text):
+    for line in shell_logical_lines(text):
         for script, args in re.findall(r"\bpython (\S+\.py)([^;|&]*)", line):
             commands.setdefault(script, set()).update(re.findall(r"(?<!\S)--[a-z][a-z-]*", args))
     assert {"train/run.py", "export/run.py", "eval/run.py", "eval/live.py",
