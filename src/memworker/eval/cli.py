@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "arm's missing rows are reported with their n)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
+                   help="model arms keep only the extract claims they score at or above T from "
+                        "their own token log-probabilities (memworker.inference.gate; e.g. "
+                        "'first(predicate)+first(value)>=-0.249'; the threshold is a model's own, "
+                        "chosen on val with eval/confidence.py); the rules arm is not gated")
     p.add_argument("--logprobs", action="store_true",
                    help="GGUF arms record each answer token's log-probability in the samples "
                         "(the answers do not change; for `eval/confidence.py`)")
@@ -181,16 +186,29 @@ def _plan(args: argparse.Namespace) -> Plan:
         rows = [r for r in rows if r["task"] in args.task]
     if args.limit is not None:
         rows = rows[: args.limit]
+    gate = None
+    if args.claim_gate is not None:
+        from memworker.inference.gate import ClaimGate
+
+        try:
+            gate = ClaimGate.parse(args.claim_gate).spec
+        except ValueError as exc:
+            raise EvalError(f"--claim-gate: {exc}") from None
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form, turn_quotes=args.turn_quotes)
+                      extract_form=args.extract_form, turn_quotes=args.turn_quotes,
+                      claim_gate=gate)
     if sampler.turn_quotes != "upto" and sampler.extract_form != "turns":
         raise EvalError("--turn-quotes applies to --extract-form turns only")
+    if gate is not None and sampler.extract_form == "walk":
+        raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
     sampler_doc = asdict(sampler)
     if sampler.extract_form == "window":  # samples made before the forms: the same sampler
         sampler_doc.pop("extract_form")
     if sampler.turn_quotes == "upto":  # samples made before the option: the same sampler
         sampler_doc.pop("turn_quotes")
+    if sampler.claim_gate is None:  # samples made before the gate: the same sampler
+        sampler_doc.pop("claim_gate")
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task
                                              else {}),

@@ -26,148 +26,56 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memworker import wire
 from memworker.eval.runner import EvalError, grade_sample, load_eval_rows, read_samples
+from memworker.inference.gate import (
+    SCORES,
+    Fields,
+    GateError,
+    claim_spans,
+    field_stats,
+    parts_fields,
+    turn_parts,
+)
 
-Span = tuple[int, int]
-Fields = dict[str, dict[str, float]]
+__all__ = ["SCORES", "Fields", "claim_spans", "field_stats", "kept_claim_stats", "surest", "half",
+           "auc", "Rows", "report", "main"]
 
-#: a claim's score from its fields' token log-probabilities (higher: surer)
-SCORES: dict[str, Callable[[Fields], float]] = {
-    "first(predicate)+first(value)": lambda f: f["predicate"]["first"] + f["value"]["first"],
-    "sum(predicate,value)": lambda f: f["predicate"]["sum"] + f["value"]["sum"],
-    "min(name,predicate,value)": lambda f: min(f["name"]["min"], f["predicate"]["min"],
-                                               f["value"]["min"]),
-    "mean(claim)": lambda f: f["claim"]["mean"],
-    "min(claim)": lambda f: f["claim"]["min"],
-    "min(quote)": lambda f: f["quote"]["min"],
-}
 QUANTILES = (0.5, 0.7, 0.8, 0.9, 0.95)
-_DROPPED = re.compile(r"^claims/(\d+): dropped")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
-
-
-def _value_spans(text: str, i: int = 0) -> tuple[tuple[Span, list[Any]], int]:
-    """((span, children), end) of the JSON value at text[i:]; a string's span is inside its
-    quotes; an object's children are its values (keys skipped)."""
-    while text[i] in " \t\r\n":
-        i += 1
-    if text[i] == '"':
-        j = i + 1
-        while text[j] != '"':
-            j += 2 if text[j] == "\\" else 1
-        return ((i + 1, j), []), j + 1
-    if text[i] in "[{":
-        close, kids, j = ("]" if text[i] == "[" else "}"), [], i + 1
-        while True:
-            while text[j] in " \t\r\n,":
-                j += 1
-            if text[j] == close:
-                return ((i, j + 1), kids), j + 1
-            if close == "}":
-                _, j = _value_spans(text, j)   # the key
-                while text[j] in " \t\r\n:":
-                    j += 1
-            kid, j = _value_spans(text, j)
-            kids.append(kid)
-    m = _NUMBER.match(text, i)
-    if m is None:
-        raise ValueError(f"not JSON at offset {i}: {text[i:i + 20]!r}")
-    return ((i, m.end()), []), m.end()
-
-
-def claim_spans(raw: str) -> list[dict[str, Span]]:
-    """Character spans of each wire claim's fields in a raw extract answer `{"claims":[...]}`:
-    the `CLAIM_FIELDS`, `quote` (the first quote's text) and `claim` (the whole array)."""
-    (_, (claims,)), _ = _value_spans(raw)
-    out = []
-    for span, fields in claims[1]:
-        spans = {name: value[0] for name, value in zip(wire.CLAIM_FIELDS, fields, strict=False)}
-        quotes = fields[0][1]
-        spans["quote"] = quotes[0][1][0][0] if quotes else spans["quotes"]
-        spans["claim"] = span
-        out.append(spans)
-    return out
-
-
-def field_stats(spans: dict[str, Span], tokens: list[list[Any]]) -> Fields:
-    """Per field, the log-probabilities of the tokens that overlap its span: min, sum, mean and
-    the first one (an empty field — "" — takes the token that holds its position)."""
-    offsets, pos = [], 0
-    for piece, logprob in tokens:
-        offsets.append((pos, pos + len(piece), float(logprob)))
-        pos += len(piece)
-    stats = {}
-    for name, (a, b) in spans.items():
-        overlap = [lp for s, e, lp in offsets if s < b and e > a] if b > a else []
-        lps = overlap or [lp for s, e, lp in offsets if s <= a < e] or [0.0]
-        stats[name] = {"min": min(lps), "sum": sum(lps), "mean": sum(lps) / len(lps),
-                       "first": lps[0]}
-    return stats
-
-
-def _kept(spans: list[Any], diagnostics: list[str], prefix: str = "") -> list[Any]:
-    """`spans` (one per claim of an answer, in order) without the claims the codec dropped
-    (its diagnostics `<prefix>claims/N: dropped ...`)."""
-    dropped = {int(m.group(1)) for d in diagnostics if d.startswith(prefix)
-               and (m := _DROPPED.match(d[len(prefix):]))}
-    return [s for n, s in enumerate(spans) if n not in dropped]
-
-
-def _tokens(sample: dict[str, Any], attempt: dict[str, Any]) -> list[list[Any]] | None:
-    tokens = attempt.get("token_logprobs")
-    if tokens and "".join(p for p, _ in tokens) != attempt["raw"]:
-        raise EvalError(f"{sample['id']}: the recorded tokens do not spell the raw answer")
-    return tokens or None
 
 
 def kept_claim_stats(sample: dict[str, Any], inputs: dict[str, Any] | None = None
                      ) -> list[Fields] | None:
     """Field statistics of each claim in `sample["output"]` (the codec's kept claims, in order),
-    or None when the sample has none to score (failed, or no log-probabilities recorded).
+    or None when the sample has none to score (failed, or no log-probabilities recorded). The
+    claim scoring is the release's claim gate's (`memworker.inference.gate`).
 
     A sample in the turns form (`eval/run.py --extract-form turns`) is scored from each turn's
     accepted generation (its own tokens): the claims each turn kept, joined in turn order, less
     those the merge dropped (a repeat across turns) and those beyond the contract's limit. Its
-    turns' event indices come from `inputs` (the row's input)."""
+    turns' event indices come from `inputs` (the row's input). A sample the gate already ran on
+    (`eval/run.py --claim-gate`) gives the statistics of the claims the gate kept."""
     if sample.get("output") is None:
         return None
-    n_out = len(sample["output"]["claims"])
-    if sample.get("turns") is not None:
-        if inputs is None:
-            raise EvalError(f"{sample['id']}: a turns-form sample needs its row's input")
-        from memworker.turns import turn_events
+    gone = set((sample.get("gate") or {}).get("dropped", []))
+    n_out = len(sample["output"]["claims"]) + len(gone)
+    try:
+        if sample.get("turns") is not None:
+            if inputs is None:
+                raise EvalError(f"{sample['id']}: a turns-form sample needs its row's input")
+            from memworker.turns import turn_events
 
-        accepted = [t for t in sample["turns"] if t.get("error") is None]
-        events = turn_events(inputs["events"])
-        if len(accepted) != len(events):
-            raise EvalError(f"{sample['id']}: {len(accepted)} accepted turns for "
-                            f"{len(events)} events")
-        merged: list[tuple[dict[str, Span], list[list[Any]]]] = []
-        for event, turn in zip(events, accepted, strict=True):
-            tokens = _tokens(sample, turn)
-            if tokens is None:
-                return None
-            merged += [(spans, tokens) for spans in _kept(
-                claim_spans(turn["raw"]), sample["diagnostics"], f"event {event}: ")]
-        kept = _kept(merged, sample["diagnostics"])[:n_out]
-    else:
-        attempt = sample["attempts"][-1]
-        tokens = _tokens(sample, attempt)
-        if tokens is None:
-            return None
-        kept = [(spans, tokens) for spans in _kept(claim_spans(attempt["raw"]),
-                                                   sample["diagnostics"])]
-    if len(kept) != n_out:
-        raise EvalError(f"{sample['id']}: {len(kept)} claims found in the raw answer after the "
-                        f"codec's drops, {n_out} in its output")
-    return [field_stats(spans, tokens) for spans, tokens in kept]
+            parts = turn_parts(sample["turns"], turn_events(inputs["events"]), sample["id"])
+        else:
+            attempt = sample["attempts"][-1]
+            parts = [(attempt["raw"], attempt.get("token_logprobs"), "")]
+        fields = parts_fields(parts, sample["diagnostics"], n_out, sample["id"])
+    except GateError as exc:
+        raise EvalError(str(exc)) from None
+    return None if fields is None else [f for n, f in enumerate(fields) if n not in gone]
 
 
 def half(episode: str) -> str:

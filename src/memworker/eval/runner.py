@@ -95,11 +95,16 @@ class Sampler:
     #: which events a turn's quotes may cite in the turns form: "upto" (its own and the earlier
     #: ones) or "own" (its own only: `codec.run_turns(own_quotes=True)`)
     turn_quotes: str = "upto"
+    #: the claim confidence gate of model arms' extract answers (`ClaimGate.spec`, e.g.
+    #: "first(predicate)+first(value)>=-0.249"; `memworker.inference.gate`); None: no gate
+    claim_gate: str | None = None
 
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
-    """The arm's backend; `record_logprobs` asks a GGUF arm for its answer tokens'
-    log-probabilities (kept in each attempt of the samples; the answers do not change)."""
+    """The arm's backend; `record_logprobs` asks a model arm for its answer tokens'
+    log-probabilities (kept in each attempt of the samples; the answers do not change). A
+    sampler with a claim gate asks for them always."""
+    record_logprobs = record_logprobs or sampler.claim_gate is not None
     from memworker.inference import backends
 
     if arm.kind == "rules":
@@ -116,8 +121,8 @@ def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -
                                         n_threads=sampler.threads, seed=sampler.seed,
                                         record_logprobs=record_logprobs)
     if arm.kind == "ollama":
-        return backends.OllamaBackend(arm.target, num_ctx=sampler.n_ctx)
-    return backends.OpenAICompatBackend(arm.target)
+        return backends.OllamaBackend(arm.target, num_ctx=sampler.n_ctx, logprobs=record_logprobs)
+    return backends.OpenAICompatBackend(arm.target, logprobs=record_logprobs)
 
 
 def close_backend(backend: Any) -> None:
@@ -155,12 +160,18 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
-            grader: Grader | None = None, form: str = "window") -> dict[str, Any]:
+            grader: Grader | None = None, form: str = "window",
+            gated: bool = True) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
-    (`memworker.turns.FORMS`; in the turns form the sample's `turns` holds every generation)."""
+    (`memworker.turns.FORMS`; in the turns form the sample's `turns` holds every generation).
+    With the sampler's claim gate (and `gated`: not for the rules arm), an extract answer's claims
+    the model scores below it are dropped (`memworker.inference.gate`; the sample's `gate` records
+    the scores, and the dropped claims are in its diagnostics; a backend that returns no
+    log-probabilities raises `GateError`, a backend error)."""
     from memworker.inference import codec
+    from memworker.inference.gate import ClaimGate
 
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
@@ -184,6 +195,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             result = codec.run_request(bound, request, temperature=sampler.temperature,
                                        seed=sampler.seed, retries=sampler.retries)
         attempts = result.attempts
+        if gated and sampler.claim_gate is not None and task == "extract":
+            result = ClaimGate.parse(sampler.claim_gate).apply(result, inputs, form)
     except codec.CodecError as exc:
         error = exc
         attempts = exc.attempts
@@ -212,6 +225,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     }
     if generations is not None:
         sample["turns"] = [_attempt_doc(a) for a in generations]
+    if result is not None and result.gate is not None:
+        sample["gate"] = result.gate
     sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
 
@@ -284,7 +299,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                 try:
                     sample = run_row(backend, row, sampler, grader,
                                      form="window" if arm.kind == "rules"
-                                     else sampler.extract_form)
+                                     else sampler.extract_form, gated=arm.kind != "rules")
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

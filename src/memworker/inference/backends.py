@@ -37,7 +37,13 @@ codec turns "length" into a truncation error, so nothing here hides a cut-off an
   `"grammar": <gbnf>` (llama_cpp.server and llama.cpp's llama-server accept it); without one,
   `response_format={"type": "json_object", "schema": <schema>}`. Never both: llama_cpp.server
   lets response_format override the grammar with its own (unsafe) conversion, and it rejects
-  `{"type": "json_schema"}`.
+  `{"type": "json_schema"}`. It sends `repeat_penalty: 1` (greedy with no penalty, as in process;
+  llama_cpp.server's default 1.1 gave another answer to the same request). With `logprobs` it
+  asks for each answer token's log-probability (`logprobs: true, top_logprobs: 0`; llama_cpp.server
+  answers only when started with `--logits_all true`, and its values then equal llama.cpp's in
+  process: the raw logits' log-softmax, before the grammar).
+- `OllamaBackend` with `logprobs` sends `logprobs: true` and reads the reply's `logprobs` (Ollama
+  0.12.11 or later; tested against its HTTP protocol only, no Ollama runs here).
 - `ReplayBackend`: returns given texts in order (re-decoding recorded outputs, tests).
 
 Threads: importing `memworker` sets `OMP_WAIT_POLICY=PASSIVE` unless it is already set, before
@@ -212,13 +218,15 @@ class OllamaBackend:
     name = "ollama"
 
     def __init__(self, model: str, *, host: str | None = None, num_ctx: int = 4096,
-                 timeout: float = 300.0):
+                 timeout: float = 300.0, logprobs: bool = False):
         try:
             import ollama
         except ImportError as exc:  # pragma: no cover
             raise BackendError("the ollama client is not installed: pip install "
                                "'memworker[serve]'") from exc
         self.model, self.host, self.num_ctx = model, host, num_ctx
+        #: ask for each answer token's log-probability (`Generation.token_logprobs`)
+        self.logprobs = logprobs
         self.client = ollama.Client(host=host, timeout=timeout)
 
     def generate(self, messages: Messages, *, schema: dict[str, Any] | None = None,
@@ -232,7 +240,8 @@ class OllamaBackend:
         started = time.perf_counter()
         try:
             reply = self.client.generate(model=self.model, prompt=to_chatml(messages), raw=True,
-                                         format=schema, think=False, stream=False, options=options)
+                                         format=schema, think=False, stream=False, options=options,
+                                         **({"logprobs": True} if self.logprobs else {}))
         except ollama.ResponseError as exc:
             hint = (f" — create it with `ollama create {self.model} -f Modelfile`"
                     if exc.status_code == 404 else "")
@@ -244,9 +253,12 @@ class OllamaBackend:
         seconds = time.perf_counter() - started
         if not reply.done:
             raise BackendError("ollama returned an unfinished response")
+        tokens = None
+        if self.logprobs and reply.logprobs:
+            tokens = [[lp.token, round(float(lp.logprob), 4)] for lp in reply.logprobs]
         return Generation(text=reply.response or "", finish_reason=reply.done_reason,
                           prompt_tokens=reply.prompt_eval_count, completion_tokens=reply.eval_count,
-                          seconds=seconds, backend=self.name)
+                          seconds=seconds, backend=self.name, token_logprobs=tokens)
 
 
 # --- OpenAI-compatible HTTP -----------------------------------------------------------------------
@@ -302,21 +314,43 @@ class OpenAICompatBackend:
     name = "openai-compatible"
 
     def __init__(self, base_url: str, *, model: str = "mem-worker", api_key: str | None = None,
-                 timeout: float = 300.0):
+                 timeout: float = 300.0, logprobs: bool = False):
         self.base_url = base_url.rstrip("/")
         self.model, self.api_key, self.timeout = model, api_key, timeout
+        #: ask for each answer token's log-probability (`Generation.token_logprobs`;
+        #: llama_cpp.server answers it only when started with --logits_all true)
+        self.logprobs = logprobs
 
     def request_body(self, messages: Messages, *, schema: dict[str, Any] | None,
                      grammar: str | None, max_tokens: int, temperature: float,
                      seed: int) -> dict[str, Any]:
+        # repeat_penalty 1: no penalty, as llama.cpp in process and the Modelfile decode;
+        # llama_cpp.server's default is 1.1, which changed a greedy answer (tests/test_claim_gate.py)
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "max_tokens": max_tokens, "temperature": temperature,
-                                "seed": seed, "stream": False}
+                                "seed": seed, "stream": False, "repeat_penalty": 1.0}
         if grammar is not None:
             body["grammar"] = grammar
         elif schema is not None:
             body["response_format"] = {"type": "json_object", "schema": schema}
+        if self.logprobs:  # llama_cpp.server returns none without top_logprobs (0: none listed)
+            body["logprobs"], body["top_logprobs"] = True, 0
         return body
+
+    @staticmethod
+    def token_logprobs(choice: dict[str, Any]) -> list[list[Any]] | None:
+        """[[piece, log-probability], ...] of a chat choice's `logprobs.content`; where every
+        entry carries its `bytes`, the pieces are decoded from them (a character whose UTF-8
+        bytes span tokens is the piece of the token that completes it), else they are the
+        entries' `token` texts."""
+        content = (choice.get("logprobs") or {}).get("content")
+        if not content:
+            return None
+        if all(isinstance(e.get("bytes"), list) for e in content):
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            return [[decoder.decode(bytes(e["bytes"])), round(float(e["logprob"]), 4)]
+                    for e in content]
+        return [[e["token"], round(float(e["logprob"]), 4)] for e in content]
 
     def generate(self, messages: Messages, *, schema: dict[str, Any] | None = None,
                  grammar: str | None = None, max_tokens: int, temperature: float = 0.0,
@@ -334,10 +368,15 @@ class OpenAICompatBackend:
         except (KeyError, IndexError, TypeError):
             raise BackendError(f"{url}: unexpected reply {str(payload)[:200]}") from None
         usage = payload.get("usage") or {}
+        try:
+            tokens = self.token_logprobs(choice) if self.logprobs else None
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise BackendError(f"{url}: unexpected logprobs {str(choice.get('logprobs'))[:200]}") \
+                from None
         return Generation(text=text, finish_reason=choice.get("finish_reason"),
                           prompt_tokens=usage.get("prompt_tokens"),
                           completion_tokens=usage.get("completion_tokens"),
-                          seconds=seconds, backend=self.name)
+                          seconds=seconds, backend=self.name, token_logprobs=tokens)
 
 
 # --- replay ---------------------------------------------------------------------------------------

@@ -125,6 +125,9 @@ class CodecResult:
     #: extraction in the turns form (`run_turns`): every generation of every turn, retries
     #: included; `attempts` then holds one summary attempt (the turns' answers merged)
     turns: list[Attempt] | None = None
+    #: the claim gate's record where one ran (`memworker.inference.gate.ClaimGate.apply`):
+    #: its score and threshold, each claim's score before it, the indices it dropped
+    gate: dict[str, Any] | None = None
 
 
 class CodecError(Exception):

@@ -27,6 +27,13 @@ procedure, workaround, command, routine, setting, config, workflow) -> procedura
 Importance: by kind (relationship 7, retraction 7, preference 6, fact 6, plan 6, event 5,
 belief 4), +1 for a correction, +1 for high and -1 for low confidence, clamped to 1-10.
 
+With `claim_gate` (`memworker.inference.gate.ClaimGate` or its spec, e.g.
+`MemWorkerBackend.from_gguf(path, extract_form="turns",
+claim_gate="first(predicate)+first(value)>=-0.249")`), `extract` keeps only the claims the model
+scores at or above the gate's threshold from its own token log-probabilities; the constructors
+ask their backend for them, and a backend that returns none raises `GateError` (a
+`BackendError`). The threshold is the model's own (its release receipt).
+
 `reflect` returns {"text", "citations", "insufficient_evidence", "source_ids"}. The full codec
 result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
 
@@ -45,6 +52,7 @@ from typing import Any
 
 from memworker import temporal
 from memworker.inference import codec
+from memworker.inference.gate import ClaimGate
 from memworker.inference.schema import InputError
 
 ROLES = ("user", "assistant", "tool")
@@ -84,8 +92,14 @@ class MemWorkerBackend:
 
     def __init__(self, backend: Any, *, temperature: float = 0.0, seed: int = 0,
                  use_grammar: bool = True, budget_tokens: int | None = -1,
-                 max_tokens: int | None = None, extract_form: str = "window"):
+                 max_tokens: int | None = None, extract_form: str = "window",
+                 claim_gate: ClaimGate | str | None = None):
         self.backend = backend
+        #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
+        #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
+        #: its threshold are dropped; the backend must return token log-probabilities
+        self.claim_gate = ClaimGate.parse(claim_gate) if isinstance(claim_gate, str) \
+            else claim_gate
         #: the extraction form (memworker.turns.FORMS) of a student trained in it; in the
         #: turns form `max_tokens` caps each turn
         self.extract_form = extract_form
@@ -95,6 +109,7 @@ class MemWorkerBackend:
         self.last: codec.CodecResult | None = None
 
     # --- constructors ---------------------------------------------------------------------------
+    # a gated worker asks its backend for the answer tokens' log-probabilities
     @classmethod
     def from_gguf(cls, path: str | Path | None = None, *, n_ctx: int = 4096,
                   n_threads: int | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -102,20 +117,23 @@ class MemWorkerBackend:
         from memworker.registry import embedded_gguf_path
 
         gguf = Path(path) if path is not None else embedded_gguf_path()
-        return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads), **kwargs)
+        return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads,
+                                   record_logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
         from memworker.inference.backends import OllamaBackend
 
-        return cls(OllamaBackend(model, host=host), **kwargs)
+        return cls(OllamaBackend(model, host=host,
+                                 logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     @classmethod
     def from_openai(cls, base_url: str, *, model: str = "mem-worker",
                     **kwargs: Any) -> MemWorkerBackend:
         from memworker.inference.backends import OpenAICompatBackend
 
-        return cls(OpenAICompatBackend(base_url, model=model), **kwargs)
+        return cls(OpenAICompatBackend(base_url, model=model,
+                                       logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     def _run(self, task: str, inputs: dict[str, Any]) -> codec.CodecResult:
         self.last = None
@@ -131,6 +149,8 @@ class MemWorkerBackend:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,
                                budget_tokens=self.budget_tokens, max_tokens=self.max_tokens)
+        if task == "extract" and self.claim_gate is not None:
+            result = self.claim_gate.apply(result, inputs, self.extract_form)
         self.last = result
         return result
 

@@ -1,0 +1,239 @@
+"""The claim confidence gate: drop the extract claims the model itself is unsure of.
+
+A claim's score comes from the log-probabilities of its own answer tokens under the model (what
+the backend returns as `Generation.token_logprobs`: llama.cpp in process with `record_logprobs`,
+an OpenAI-compatible server or Ollama asked for `logprobs`). The tokens of each wire field of a
+kept claim (quote text, subject name and type, predicate, value, kind) are found in the raw answer
+— in the turns form, in each turn's own answer and tokens — and a claim's score is one of `SCORES`
+(the release uses `first(predicate)+first(value)`: the first predicate token's log-probability
+plus the first value token's). `ClaimGate(score, threshold).apply(result, inputs)` returns the
+codec's result without the claims scoring below the threshold, and says so in its diagnostics and
+in `result.gate`.
+
+The threshold belongs to one model: it is chosen on the val split (`eval/confidence.py`, half A of
+the rows, read on half B) and travels with that model's release (its receipt and Modelfile). A
+backend that returns no log-probabilities cannot be gated: that is an error (`GateError`), never
+a silent pass of every claim.
+
+    gate = ClaimGate.parse("first(predicate)+first(value)>=-0.249")
+    worker = MemWorkerBackend.from_gguf("student.gguf", claim_gate=gate, extract_form="turns")
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memworker import wire
+from memworker.inference.backends import BackendError
+
+Span = tuple[int, int]
+Fields = dict[str, dict[str, float]]
+Tokens = list[list[Any]]
+
+#: a claim's score from its fields' token log-probabilities (higher: surer)
+SCORES: dict[str, Callable[[Fields], float]] = {
+    "first(predicate)+first(value)": lambda f: f["predicate"]["first"] + f["value"]["first"],
+    "sum(predicate,value)": lambda f: f["predicate"]["sum"] + f["value"]["sum"],
+    "min(name,predicate,value)": lambda f: min(f["name"]["min"], f["predicate"]["min"],
+                                               f["value"]["min"]),
+    "mean(claim)": lambda f: f["claim"]["mean"],
+    "min(claim)": lambda f: f["claim"]["min"],
+    "min(quote)": lambda f: f["quote"]["min"],
+}
+DEFAULT_SCORE = "first(predicate)+first(value)"
+_DROPPED = re.compile(r"^claims/(\d+): dropped")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+
+
+class GateError(BackendError):
+    """The gate cannot score a result: the backend returned no token log-probabilities, or ones
+    that do not spell its answer, or the answer's form is one the gate does not read."""
+
+
+def _value_spans(text: str, i: int = 0) -> tuple[tuple[Span, list[Any]], int]:
+    """((span, children), end) of the JSON value at text[i:]; a string's span is inside its
+    quotes; an object's children are its values (keys skipped)."""
+    while text[i] in " \t\r\n":
+        i += 1
+    if text[i] == '"':
+        j = i + 1
+        while text[j] != '"':
+            j += 2 if text[j] == "\\" else 1
+        return ((i + 1, j), []), j + 1
+    if text[i] in "[{":
+        close, kids, j = ("]" if text[i] == "[" else "}"), [], i + 1
+        while True:
+            while text[j] in " \t\r\n,":
+                j += 1
+            if text[j] == close:
+                return ((i, j + 1), kids), j + 1
+            if close == "}":
+                _, j = _value_spans(text, j)   # the key
+                while text[j] in " \t\r\n:":
+                    j += 1
+            kid, j = _value_spans(text, j)
+            kids.append(kid)
+    m = _NUMBER.match(text, i)
+    if m is None:
+        raise ValueError(f"not JSON at offset {i}: {text[i:i + 20]!r}")
+    return ((i, m.end()), []), m.end()
+
+
+def claim_spans(raw: str) -> list[dict[str, Span]]:
+    """Character spans of each wire claim's fields in a raw extract answer `{"claims":[...]}`:
+    the `CLAIM_FIELDS`, `quote` (the first quote's text) and `claim` (the whole array)."""
+    (_, (claims,)), _ = _value_spans(raw)
+    out = []
+    for span, fields in claims[1]:
+        spans = {name: value[0] for name, value in zip(wire.CLAIM_FIELDS, fields, strict=False)}
+        quotes = fields[0][1]
+        spans["quote"] = quotes[0][1][0][0] if quotes else spans["quotes"]
+        spans["claim"] = span
+        out.append(spans)
+    return out
+
+
+def field_stats(spans: dict[str, Span], tokens: Tokens) -> Fields:
+    """Per field, the log-probabilities of the tokens that overlap its span: min, sum, mean and
+    the first one (an empty field — "" — takes the token that holds its position)."""
+    offsets, pos = [], 0
+    for piece, logprob in tokens:
+        offsets.append((pos, pos + len(piece), float(logprob)))
+        pos += len(piece)
+    stats = {}
+    for name, (a, b) in spans.items():
+        overlap = [lp for s, e, lp in offsets if s < b and e > a] if b > a else []
+        lps = overlap or [lp for s, e, lp in offsets if s <= a < e] or [0.0]
+        stats[name] = {"min": min(lps), "sum": sum(lps), "mean": sum(lps) / len(lps),
+                       "first": lps[0]}
+    return stats
+
+
+def kept(spans: list[Any], diagnostics: Sequence[str], prefix: str = "") -> list[Any]:
+    """`spans` (one per claim of an answer, in order) without the claims the codec dropped
+    (its diagnostics `<prefix>claims/N: dropped ...`)."""
+    dropped = {int(m.group(1)) for d in diagnostics if d.startswith(prefix)
+               and (m := _DROPPED.match(d[len(prefix):]))}
+    return [s for n, s in enumerate(spans) if n not in dropped]
+
+
+def check_tokens(raw: str, tokens: Tokens | None, where: str) -> Tokens | None:
+    """`tokens` (None or empty: none recorded), after checking that their pieces spell `raw`."""
+    if tokens and "".join(p for p, _ in tokens) != raw:
+        raise GateError(f"{where}: the recorded tokens do not spell the raw answer")
+    return tokens or None
+
+
+def parts_fields(parts: list[tuple[str, Tokens | None, str]], diagnostics: Sequence[str],
+                 n_out: int, where: str) -> list[Fields] | None:
+    """Field statistics of each claim an extract answer kept, in order, from its parts: (raw
+    answer, its tokens, the prefix of its diagnostics) — one part for a window answer, one per
+    accepted turn in the turns form (the claims each kept, joined in order, less those the
+    merged decode dropped and those beyond the `n_out` the output holds). None when a part has
+    no tokens recorded."""
+    merged: list[tuple[dict[str, Span], Tokens]] = []
+    for raw, tokens, prefix in parts:
+        tokens = check_tokens(raw, tokens, where)
+        if tokens is None:
+            return None
+        merged += [(spans, tokens) for spans in kept(claim_spans(raw), diagnostics, prefix)]
+    if len(parts) > 1 or (parts and parts[0][2]):
+        merged = kept(merged, diagnostics)[:n_out]
+    if len(merged) != n_out:
+        raise GateError(f"{where}: {len(merged)} claims found in the raw answer after the codec's "
+                        f"drops, {n_out} in its output")
+    return [field_stats(spans, tokens) for spans, tokens in merged]
+
+
+def turn_parts(turns: Sequence[Any], events: Sequence[int], where: str
+               ) -> list[tuple[str, Tokens | None, str]]:
+    """The parts of a turns-form answer: each accepted turn (`error` None; an attempt object or
+    a sample's dict) with its event's diagnostics prefix."""
+    def get(t: Any, key: str) -> Any:
+        return t.get(key) if isinstance(t, dict) else getattr(t, key)
+
+    accepted = [t for t in turns if get(t, "error") is None]
+    if len(accepted) != len(events):
+        raise GateError(f"{where}: {len(accepted)} accepted turns for {len(events)} events")
+    return [(get(t, "raw"), get(t, "token_logprobs"), f"event {event}: ")
+            for event, t in zip(events, accepted, strict=True)]
+
+
+def result_fields(result: Any, inputs: dict[str, Any], form: str = "window") -> list[Fields]:
+    """Field statistics of each claim in a codec extract result (`codec.CodecResult` of `run`,
+    form "window", or `run_turns`, form "turns"); GateError when they cannot be had."""
+    from memworker.turns import turn_events
+
+    n_out = len(result.output["claims"])
+    if form == "turns":
+        parts = turn_parts(result.turns or [], turn_events(inputs["events"]), "extract")
+    elif form == "window":
+        attempt = result.attempts[-1]
+        parts = [(attempt.raw, attempt.token_logprobs, "")]
+    else:
+        raise GateError(f"the claim gate reads answers of the window and turns forms, not {form!r}")
+    fields = parts_fields(parts, result.diagnostics, n_out, "extract")
+    if fields is None:
+        raise GateError("the claim gate needs each answer token's log-probability, and the "
+                        "backend returned none (llama.cpp in process: record_logprobs=True; an "
+                        "OpenAI-compatible server: one that answers `logprobs`, e.g. "
+                        "llama_cpp.server with --logits_all true; Ollama: 0.12.11 or later)")
+    return fields
+
+
+@dataclass(frozen=True)
+class ClaimGate:
+    """Keep an extract claim only if `SCORES[score]` of it is at least `threshold`."""
+
+    threshold: float
+    score: str = DEFAULT_SCORE
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORES:
+            raise ValueError(f"unknown claim score {self.score!r} (one of: "
+                             f"{', '.join(sorted(SCORES))})")
+        if self.threshold != self.threshold:
+            raise ValueError("the gate's threshold is NaN")
+
+    @property
+    def spec(self) -> str:
+        return f"{self.score}>={self.threshold:g}"
+
+    @classmethod
+    def parse(cls, text: str) -> ClaimGate:
+        """`SCORE>=T` (e.g. `first(predicate)+first(value)>=-0.249`) or just `T` (the default
+        score)."""
+        score, sep, value = text.rpartition(">=")
+        try:
+            threshold = float(value if sep else text)
+        except ValueError:
+            raise ValueError(f"claim gate {text!r}: expected SCORE>=T or T (a number)") from None
+        return cls(threshold=threshold, score=score.strip() if sep else DEFAULT_SCORE)
+
+    def keep(self, fields: Fields) -> bool:
+        return SCORES[self.score](fields) >= self.threshold
+
+    def apply(self, result: Any, inputs: dict[str, Any], form: str = "window") -> Any:
+        """A copy of the codec's extract `result` (of the extraction `form`) without its claims
+        scoring below the threshold (diagnostics `gate: claim N ... dropped`); `result.gate`
+        records the gate, each claim's score and which were dropped."""
+        fields = result_fields(result, inputs, form)
+        scores = [round(SCORES[self.score](f), 4) for f in fields]
+        keep = [s >= self.threshold for s in scores]
+        gated = copy.copy(result)
+        gated.output = {**result.output, "claims": [
+            c for c, k in zip(result.output["claims"], keep, strict=True) if k]}
+        gated.wire = {**result.wire, "claims": [
+            c for c, k in zip(result.wire["claims"], keep, strict=True) if k]}
+        gated.diagnostics = list(result.diagnostics) + [
+            f"gate: claim {n} ({c['statement'][:60]!r}) dropped: {self.score} {s} < "
+            f"{self.threshold:g}"
+            for n, (c, s, k) in enumerate(zip(result.output["claims"], scores, keep, strict=True))
+            if not k]
+        gated.gate = {"score": self.score, "threshold": self.threshold, "scores": scores,
+                      "dropped": [n for n, k in enumerate(keep) if not k]}
+        return gated
