@@ -76,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "'first(predicate)+first(value)>=-0.249'; the threshold is a model's own, "
                         "chosen on val with eval/confidence.py); the rules arm is not gated")
     p.add_argument("--logprobs", action="store_true",
-                   help="GGUF arms record each answer token's log-probability in the samples "
-                        "(the answers do not change; for `eval/confidence.py`)")
+                   help="model arms record each answer token's log-probability in the samples "
+                        "(GGUF; an Ollama or OpenAI-compatible server that returns them); the "
+                        "answers do not change; for `eval/confidence.py`")
     return p
 
 
