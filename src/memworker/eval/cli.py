@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -203,13 +202,7 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise EvalError("--turn-quotes applies to --extract-form turns only")
     if gate is not None and sampler.extract_form == "walk":
         raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
-    sampler_doc = asdict(sampler)
-    if sampler.extract_form == "window":  # samples made before the forms: the same sampler
-        sampler_doc.pop("extract_form")
-    if sampler.turn_quotes == "upto":  # samples made before the option: the same sampler
-        sampler_doc.pop("turn_quotes")
-    if sampler.claim_gate is None:  # samples made before the gate: the same sampler
-        sampler_doc.pop("claim_gate")
+    sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task
                                              else {}),

@@ -100,6 +100,21 @@ class Sampler:
     claim_gate: str | None = None
 
 
+#: sampler fields added after samples were first recorded: a record omits them at these defaults,
+#: so an evaluation folder or a stored live result made before them has the same sampler
+LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
+                                  "claim_gate": None}
+
+
+def sampler_doc(sampler: Sampler) -> dict[str, Any]:
+    """The sampler as a folder's config.json and a live result's identity record it."""
+    doc = asdict(sampler)
+    for key, default in LATER_DEFAULTS.items():
+        if doc.get(key) == default:
+            doc.pop(key)
+    return doc
+
+
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
     """The arm's backend; `record_logprobs` asks a model arm for its answer tokens'
     log-probabilities (kept in each attempt of the samples; the answers do not change). A

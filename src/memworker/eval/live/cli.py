@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from memworker.eval.live import resume
 from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
+from memworker.turns import FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "each request's schema); the same cap for every arm")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
+    p.add_argument("--extract-form", choices=FORMS, default="window",
+                   help="the form model arms extract in (memworker.turns; a student trained in "
+                        "the turns form runs with turns); the rules arm answers as always")
+    p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
+                   help="model arms keep only the extract claims they score at or above T "
+                        "(memworker.inference.gate, as eval/run.py --claim-gate)")
     return p
 
 
@@ -86,6 +92,17 @@ def _main(args: argparse.Namespace) -> int:
     from memworker.inference.hmem import MemWorkerBackend
     from memworker.receipts import environment
 
+    gate = None
+    if args.claim_gate is not None:
+        from memworker.inference.gate import ClaimGate
+
+        try:
+            gate = ClaimGate.parse(args.claim_gate).spec
+        except ValueError as exc:
+            raise EvalError(f"--claim-gate: {exc}") from None
+        if args.extract_form == "walk":
+            raise EvalError("--claim-gate reads extract answers of the window and turns forms "
+                            "only")
     arms = [eval_runner.parse_arm(a) for a in args.arm]
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
@@ -100,8 +117,9 @@ def _main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
-                      grammar=not args.no_grammar, max_tokens_cap=args.max_tokens)
-    config = {"arms": {a.name: a.spec for a in arms}, "sampler": asdict(sampler),
+                      grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
+                      extract_form=args.extract_form, claim_gate=gate)
+    config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -143,8 +161,11 @@ def _main(args: argparse.Namespace) -> int:
         if not todo:
             continue
         backend = eval_runner.make_backend(arm, sampler)
+        model = arm.kind != "rules"  # the rules answer in the window form, ungated
         worker = MemWorkerBackend(backend, temperature=sampler.temperature, seed=sampler.seed,
-                                  use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap)
+                                  use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap,
+                                  extract_form=sampler.extract_form if model else "window",
+                                  claim_gate=sampler.claim_gate if model else None)
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

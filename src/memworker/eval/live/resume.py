@@ -20,11 +20,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.runner import Arm, EvalError, Sampler
+from memworker.eval.runner import Arm, EvalError, Sampler, sampler_doc
 from memworker.hashing import sha256_file, sha256_json
 
 RESULTS = "results"
@@ -58,8 +57,8 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
     from memworker.prompts import template_hashes
 
     model: dict[str, Any] = {"kind": arm.kind}
-    sampler_doc = asdict(sampler)
-    threads = sampler_doc.pop("threads")
+    sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
+    threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":
         import llama_cpp
 
@@ -67,14 +66,14 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
 
         model["gguf_sha256"] = sha256_file(arm.target)
         model["llama_cpp"] = getattr(llama_cpp, "__version__", None)
-        sampler_doc["threads"] = threads or default_threads()
+        sampler_record["threads"] = threads or default_threads()
     elif arm.kind == "rules":
         from memworker.eval import rules
 
         model["rules_sha256"] = sha256_file(rules.__file__)
     else:
         model["spec"] = arm.spec   # served models: the name is all the evaluator can see
-    return {"model": model, "sampler": sampler_doc, "prompt_sha256": template_hashes(),
+    return {"model": model, "sampler": sampler_record, "prompt_sha256": template_hashes(),
             "code_sha256": code_hashes()}
 
 
