@@ -10,6 +10,7 @@ whose log-probabilities equal llama.cpp's in process token for token."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -136,37 +137,62 @@ def test_a_backend_without_log_probabilities_cannot_be_gated():
         ClaimGate(-1.0).apply(result, inputs, "window")
 
 
-def test_the_evaluator_gates_model_arms_and_scores_the_kept_claims():
+def test_the_evaluator_gates_an_arm_and_scores_the_kept_claims():
     inputs, _ = MemWorkerBackend(None).episode(MESSAGES, observed_at=WHEN)
     row = {"id": "r1", "episode": "g", "task": "extract", "input": inputs,
            "gold": {"claims": []}}
     answer = (WINDOW, {"job": -2.0, "nurse": -1.0, "lives_in": -0.1})
-    gated = runner.Sampler(claim_gate=ClaimGate(-1.0).spec)
     grader = (lambda row, sample: {})  # noqa: E731 (the grade is not what is tested)
-    sample = runner.run_row(TokenReplay([answer]), row, gated, grader)
+    sample = runner.run_row(TokenReplay([answer]), row, runner.Sampler(), grader,
+                            claim_gate=ClaimGate(-1.0).spec)
     assert [c["predicate"] for c in sample["output"]["claims"]] == ["lives_in"]
     assert sample["gate"]["dropped"] == [1]
     # the analysis tools score what the gate kept
-    stats = confidence.kept_claim_stats({**sample, "id": "r1"}, inputs)
+    stats = confidence.kept_claim_stats(sample, inputs)
     assert [round(confidence.SCORES[DEFAULT_SCORE](f), 4) for f in stats] == [-0.1]
-    # the rules arm is never gated; without a gate nothing is dropped
-    rules = runner.run_row(TokenReplay([answer]), row, gated, grader, gated=False)
     plain = runner.run_row(TokenReplay([answer]), row, runner.Sampler(), grader)
-    assert len(rules["output"]["claims"]) == len(plain["output"]["claims"]) == 2
-    assert "gate" not in rules and "gate" not in plain
+    assert len(plain["output"]["claims"]) == 2 and "gate" not in plain
 
 
-def test_eval_run_records_the_gate_and_refuses_a_bad_one(tiny_corpus, tmp_path, capsys):
-    base = ["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus), "--out",
-            str(tmp_path / "ev")]
-    _, config = planned_config(base + ["--claim-gate", "-0.249"])
-    assert config["sampler"]["claim_gate"] == f"{DEFAULT_SCORE}>=-0.249"
-    _, config = planned_config(base)
-    assert "claim_gate" not in config["sampler"]   # folders made before the gate still join
+def test_a_gate_belongs_to_an_arm():
+    """A threshold is one model's own: `--claim-gate ARM=SPEC` gates that arm, a bare SPEC every
+    model arm; never the rules arm."""
+    arms = [runner.parse_arm(a) for a in ("base=b.gguf", "student=s.gguf", "rules")]
+    gated = runner.assign_gates(arms, ["student=first(predicate)+first(value)>=-0.249"])
+    assert [a.claim_gate for a in gated] == [None, f"{DEFAULT_SCORE}>=-0.249", None]
+    assert [a.claim_gate for a in runner.assign_gates(arms, ["-1"])] == \
+        [f"{DEFAULT_SCORE}>=-1", f"{DEFAULT_SCORE}>=-1", None]
+    for specs, why in ((["rules=-1"], "rules arm"), (["nobody=-1"], "no arm named"),
+                       (["student=-1", "-2"], "two gates"), (["student=max(x)>=1"], "unknown")):
+        with pytest.raises(runner.EvalError, match=why):
+            runner.assign_gates(arms, specs)
+
+
+def test_eval_run_records_each_arms_gate_and_refuses_to_mix_gates(tiny_corpus, tmp_path,
+                                                                  capsys):
+    out = tmp_path / "ev"
+    base = ["--arm", "rules", "--arm", "student=s.gguf", "--set", "val", "--corpus",
+            str(tiny_corpus), "--out", str(out)]
+    _, config = planned_config(base + ["--claim-gate", "student=-0.249"])
+    assert config["claim_gates"] == {"student": f"{DEFAULT_SCORE}>=-0.249"}
+    assert "claim_gate" not in config["sampler"]
+    _, plain = planned_config(base)
+    assert "claim_gates" not in plain   # folders made before gates still join
     assert eval_main(base + ["--claim-gate", "max(x)>=1"]) == 2
-    assert "--claim-gate: unknown claim score" in capsys.readouterr().err
+    assert "unknown claim score" in capsys.readouterr().err
     assert eval_main(base + ["--claim-gate", "-1", "--extract-form", "walk"]) == 2
     assert "window and turns forms" in capsys.readouterr().err
+    # samples made with one gate are not joined by a run with another
+    from memworker.eval.cli import continue_config
+
+    (out / "config.json").parent.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps(config))
+    (out / runner.SAMPLES).write_text(json.dumps({"arm": "student", "id": "x"}) + "\n")
+    with pytest.raises(runner.EvalError, match="another claim gate for arm 'student'"):
+        continue_config(out, planned_config(base + ["--claim-gate", "student=-1"])[1])
+    with pytest.raises(runner.EvalError, match="another claim gate"):
+        continue_config(out, plain)
+    assert continue_config(out, config)["claim_gates"] == config["claim_gates"]
 
 
 # --- transports -----------------------------------------------------------------------------------

@@ -306,23 +306,33 @@ def test_rules_arm_end_to_end_over_every_scenario(tmp_path):
                      for n, r in arm["scenarios"].items()}
 
 
-def test_a_gated_turns_form_run_leaves_the_rules_arm_as_it_is(tmp_path, capsys):
-    """--extract-form and --claim-gate are for model arms: the rules arm answers in the window
-    form, ungated, with the same verdicts; a bad gate is refused before anything runs."""
-    plain, gated = tmp_path / "plain", tmp_path / "gated"
+def test_a_turns_form_run_leaves_the_rules_arm_as_it_is_and_gates_only_model_arms(tmp_path,
+                                                                                   capsys):
+    """--extract-form is for model arms: the rules arm answers in the window form with the same
+    verdicts; --claim-gate gates a named model arm (its identity says so), never the rules; a
+    bad gate is refused before anything is written."""
+    from memworker.eval.live.resume import arm_identity
+    from memworker.eval.runner import Arm, Sampler
+
+    plain, turns = tmp_path / "plain", tmp_path / "turns"
     assert main(["--arm", "rules", "--out", str(plain), "--only", "allergy-correction"]) == 0
-    assert main(["--arm", "rules", "--out", str(gated), "--only", "allergy-correction",
-                 "--extract-form", "turns", "--claim-gate", "-0.249"]) == 0
-    one, two = (json.loads((d / "summary.json").read_text()) for d in (plain, gated))
-    assert two["config"]["sampler"]["claim_gate"] == "first(predicate)+first(value)>=-0.249"
-    assert "claim_gate" not in one["config"]["sampler"]
+    assert main(["--arm", "rules", "--out", str(turns), "--only", "allergy-correction",
+                 "--extract-form", "turns"]) == 0
+    one, two = (json.loads((d / "summary.json").read_text()) for d in (plain, turns))
+    assert two["config"]["sampler"]["extract_form"] == "turns"
+    assert "extract_form" not in one["config"]["sampler"]
     strip = [{k: v for k, v in s["arms"]["rules"]["scenarios"]["allergy-correction"].items()
               if k != "seconds"} for s in (one, two)]
     assert strip[0] == strip[1]
     capsys.readouterr()
-    assert main(["--arm", "rules", "--out", str(tmp_path / "bad"), "--claim-gate", "max(x)>=1"]) == 2
-    assert "--claim-gate: unknown claim score" in capsys.readouterr().err
+    for gate, why in (("max(x)>=1", "unknown claim score"), ("rules=-1", "rules arm"),
+                      ("nobody=-1", "no arm named")):
+        assert main(["--arm", "rules", "--out", str(tmp_path / "bad"), "--claim-gate",
+                     gate]) == 2
+        assert why in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+    served = Arm("student", "openai", "http://127.0.0.1:1/v1", "first(predicate)+first(value)>=-1")
+    assert arm_identity(served, Sampler())["model"]["claim_gate"] == served.claim_gate
 
 
 def test_identity_check_sees_a_changed_prompt(tmp_path, monkeypatch):
@@ -492,9 +502,9 @@ def test_gguf_arm_identity_is_the_model_bytes_and_threads(tmp_path):
 
 
 def test_sampler_fields_added_later_leave_stored_identities_alone():
-    """The committed live results were stored before the sampler had an extract form, a turn
-    quote rule and a claim gate: at their defaults those fields are not part of the identity
-    (else every stored result would read as stale), and set they are."""
+    """The committed live results were stored before the sampler had an extract form and a turn
+    quote rule: at their defaults those fields are not part of the identity (else every stored
+    result would read as stale), and set they are."""
     from memworker.eval.live.resume import arm_identity
     from memworker.eval.runner import Arm, Sampler
 
@@ -503,9 +513,8 @@ def test_sampler_fields_added_later_leave_stored_identities_alone():
     rules = Arm("rules", "rules", "")
     assert arm_identity(rules, Sampler(max_tokens_cap=1024))["sampler"] == \
         stored["identity"]["sampler"]
-    gated = arm_identity(rules, Sampler(max_tokens_cap=1024, extract_form="turns",
-                                        claim_gate="first(predicate)+first(value)>=-0.249"))
-    assert gated["sampler"]["extract_form"] == "turns" and gated["sampler"]["claim_gate"]
+    turns = arm_identity(rules, Sampler(max_tokens_cap=1024, extract_form="turns"))
+    assert turns["sampler"]["extract_form"] == "turns"
 
 
 # --- the real embedded base (slow) ----------------------------------------------------------------

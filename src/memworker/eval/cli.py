@@ -69,11 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "arm's missing rows are reported with their n)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
-                   help="model arms keep only the extract claims they score at or above T from "
-                        "their own token log-probabilities (memworker.inference.gate; e.g. "
-                        "'first(predicate)+first(value)>=-0.249'; the threshold is a model's own, "
-                        "chosen on val with eval/confidence.py); the rules arm is not gated")
+    p.add_argument("--claim-gate", action="append", default=None, metavar="[ARM=]SCORE>=T",
+                   help="the arm ARM (without ARM=: every model arm) keeps only the extract "
+                        "claims it scores at or above T from its own token log-probabilities "
+                        "(memworker.inference.gate; e.g. "
+                        "'student=first(predicate)+first(value)>=-0.249', or just "
+                        "'student=-0.249'); a threshold is one model's own, chosen on val with "
+                        "eval/confidence.py; repeatable")
     p.add_argument("--logprobs", action="store_true",
                    help="model arms record each answer token's log-probability in the samples "
                         "(GGUF; an Ollama or OpenAI-compatible server that returns them); the "
@@ -128,6 +130,12 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
             raise ConfigMismatch(f"{where} another {key} ({theirs!r}, now {mine!r})",
                                  "use another --out, or remove the folder to start over")
     for name in sorted(have & set(config["arms"])):
+        old_gate = before.get("claim_gates", {}).get(name)
+        new_gate = config.get("claim_gates", {}).get(name)
+        if old_gate != new_gate:
+            raise ConfigMismatch(f"{where} another claim gate for arm {name!r} ({old_gate}, now "
+                                 f"{new_gate})", "name the arm differently, or remove its samples "
+                                 "to run it again")
         old_spec, old_gguf = before.get("arms", {}).get(name), before.get("gguf", {}).get(name)
         new_gguf = config["gguf"].get(name)
         if old_spec != config["arms"][name] or (old_gguf or {}).get("sha256") != \
@@ -137,8 +145,12 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
                 f"{(old_gguf or {}).get('sha256')}; now {config['arms'][name]}, sha256 "
                 f"{(new_gguf or {}).get('sha256')})",
                 "name the arm differently, or remove its samples to run it again")
-    return {**config, "arms": {**before.get("arms", {}), **config["arms"]},
-            "gguf": {**before.get("gguf", {}), **config["gguf"]}}
+    joined = {**config, "arms": {**before.get("arms", {}), **config["arms"]},
+              "gguf": {**before.get("gguf", {}), **config["gguf"]}}
+    gates = {**before.get("claim_gates", {}), **config.get("claim_gates", {})}
+    if gates:
+        joined["claim_gates"] = gates
+    return joined
 
 
 def main(argv: list[str] | None = None, *, sign_release: SignRelease | None = None) -> int:
@@ -186,21 +198,14 @@ def _plan(args: argparse.Namespace) -> Plan:
         rows = [r for r in rows if r["task"] in args.task]
     if args.limit is not None:
         rows = rows[: args.limit]
-    gate = None
-    if args.claim_gate is not None:
-        from memworker.inference.gate import ClaimGate
-
-        try:
-            gate = ClaimGate.parse(args.claim_gate).spec
-        except ValueError as exc:
-            raise EvalError(f"--claim-gate: {exc}") from None
+    arms = runner.assign_gates(arms, args.claim_gate)
+    gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form, turn_quotes=args.turn_quotes,
-                      claim_gate=gate)
+                      extract_form=args.extract_form, turn_quotes=args.turn_quotes)
     if sampler.turn_quotes != "upto" and sampler.extract_form != "turns":
         raise EvalError("--turn-quotes applies to --extract-form turns only")
-    if gate is not None and sampler.extract_form == "walk":
+    if gates and sampler.extract_form == "walk":
         raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
@@ -208,7 +213,8 @@ def _plan(args: argparse.Namespace) -> Plan:
                                              else {}),
               "arms": {a.name: a.spec for a in arms}, "sampler": sampler_doc,
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
-              "environment": environment(), **({"logprobs": True} if args.logprobs else {})}
+              "environment": environment(), **({"logprobs": True} if args.logprobs else {}),
+              **({"claim_gates": gates} if gates else {})}
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 

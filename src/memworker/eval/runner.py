@@ -13,6 +13,7 @@ server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.eval.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -48,6 +49,10 @@ class Arm:
     name: str
     kind: str    # "gguf" | "ollama" | "openai" | "rules"
     target: str  # path, model name, URL, or "" for rules
+    #: the model's claim confidence gate (`ClaimGate.spec`; `memworker.inference.gate`): its
+    #: extract claims scoring below it are dropped. A threshold is one model's own, so it
+    #: belongs to the arm, not to the sampler every arm shares; the rules arm has none.
+    claim_gate: str | None = None
 
     @property
     def spec(self) -> str:
@@ -95,15 +100,11 @@ class Sampler:
     #: which events a turn's quotes may cite in the turns form: "upto" (its own and the earlier
     #: ones) or "own" (its own only: `codec.run_turns(own_quotes=True)`)
     turn_quotes: str = "upto"
-    #: the claim confidence gate of model arms' extract answers (`ClaimGate.spec`, e.g.
-    #: "first(predicate)+first(value)>=-0.249"; `memworker.inference.gate`); None: no gate
-    claim_gate: str | None = None
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
-LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
-                                  "claim_gate": None}
+LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto"}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -115,11 +116,41 @@ def sampler_doc(sampler: Sampler) -> dict[str, Any]:
     return doc
 
 
+def assign_gates(arms: list[Arm], specs: list[str] | None) -> list[Arm]:
+    """`arms` with their claim gates from `--claim-gate` values: `ARM=SPEC` gates that arm,
+    a bare `SPEC` (`ClaimGate.parse`: `SCORE>=T` or `T`) every model arm; EvalError for an
+    unknown or rules arm, a bad spec, or two gates for one arm."""
+    from dataclasses import replace
+
+    from memworker.inference.gate import ClaimGate
+
+    gates: dict[str, str] = {}
+    for text in specs or []:
+        m = re.match(r"^([A-Za-z0-9_.-]+)=(?!=)(.*)$", text)
+        name, spec = (m.group(1), m.group(2)) if m else (None, text)
+        try:
+            spec = ClaimGate.parse(spec).spec
+        except ValueError as exc:
+            raise EvalError(f"--claim-gate {text!r}: {exc}") from None
+        targets = [a for a in arms if a.kind != "rules"] if name is None else \
+            [a for a in arms if a.name == name]
+        if name is not None and not targets:
+            raise EvalError(f"--claim-gate {text!r}: no arm named {name!r}")
+        if any(a.kind == "rules" for a in targets):
+            raise EvalError(f"--claim-gate {text!r}: the rules arm has no token "
+                            "log-probabilities to gate")
+        for arm in targets:
+            if arm.name in gates:
+                raise EvalError(f"--claim-gate: two gates for arm {arm.name!r}")
+            gates[arm.name] = spec
+    return [replace(a, claim_gate=gates.get(a.name)) for a in arms]
+
+
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
     """The arm's backend; `record_logprobs` asks a model arm for its answer tokens'
     log-probabilities (kept in each attempt of the samples; the answers do not change). A
-    sampler with a claim gate asks for them always."""
-    record_logprobs = record_logprobs or sampler.claim_gate is not None
+    gated arm asks for them always."""
+    record_logprobs = record_logprobs or arm.claim_gate is not None
     from memworker.inference import backends
 
     if arm.kind == "rules":
@@ -176,13 +207,13 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             grader: Grader | None = None, form: str = "window",
-            gated: bool = True) -> dict[str, Any]:
+            claim_gate: str | None = None) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
     (`memworker.turns.FORMS`; in the turns form the sample's `turns` holds every generation).
-    With the sampler's claim gate (and `gated`: not for the rules arm), an extract answer's claims
-    the model scores below it are dropped (`memworker.inference.gate`; the sample's `gate` records
+    With `claim_gate` (the arm's `ClaimGate.spec`), an extract answer's claims the model scores
+    below it are dropped (`memworker.inference.gate`; the sample's `gate` records
     the scores, and the dropped claims are in its diagnostics; a backend that returns no
     log-probabilities raises `GateError`, a backend error)."""
     from memworker.inference import codec
@@ -210,8 +241,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             result = codec.run_request(bound, request, temperature=sampler.temperature,
                                        seed=sampler.seed, retries=sampler.retries)
         attempts = result.attempts
-        if gated and sampler.claim_gate is not None and task == "extract":
-            result = ClaimGate.parse(sampler.claim_gate).apply(result, inputs, form)
+        if claim_gate is not None and task == "extract":
+            result = ClaimGate.parse(claim_gate).apply(result, inputs, form)
     except codec.CodecError as exc:
         error = exc
         attempts = exc.attempts
@@ -314,7 +345,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                 try:
                     sample = run_row(backend, row, sampler, grader,
                                      form="window" if arm.kind == "rules"
-                                     else sampler.extract_form, gated=arm.kind != "rules")
+                                     else sampler.extract_form, claim_gate=arm.claim_gate)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

@@ -50,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--extract-form", choices=FORMS, default="window",
                    help="the form model arms extract in (memworker.turns; a student trained in "
                         "the turns form runs with turns); the rules arm answers as always")
-    p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
-                   help="model arms keep only the extract claims they score at or above T "
-                        "(memworker.inference.gate, as eval/run.py --claim-gate)")
+    p.add_argument("--claim-gate", action="append", default=None, metavar="[ARM=]SCORE>=T",
+                   help="the arm ARM (without ARM=: every model arm) keeps only the extract "
+                        "claims it scores at or above T (memworker.inference.gate, as "
+                        "eval/run.py --claim-gate); repeatable")
     return p
 
 
@@ -92,18 +93,10 @@ def _main(args: argparse.Namespace) -> int:
     from memworker.inference.hmem import MemWorkerBackend
     from memworker.receipts import environment
 
-    gate = None
-    if args.claim_gate is not None:
-        from memworker.inference.gate import ClaimGate
-
-        try:
-            gate = ClaimGate.parse(args.claim_gate).spec
-        except ValueError as exc:
-            raise EvalError(f"--claim-gate: {exc}") from None
-        if args.extract_form == "walk":
-            raise EvalError("--claim-gate reads extract answers of the window and turns forms "
-                            "only")
-    arms = [eval_runner.parse_arm(a) for a in args.arm]
+    arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
+                                    args.claim_gate)
+    if args.extract_form == "walk" and any(a.claim_gate for a in arms):
+        raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise EvalError(f"arm names must be unique, got {names}")
@@ -118,8 +111,10 @@ def _main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form, claim_gate=gate)
+                      extract_form=args.extract_form)
+    gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
+              **({"claim_gates": gates} if gates else {}),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -165,7 +160,7 @@ def _main(args: argparse.Namespace) -> int:
         worker = MemWorkerBackend(backend, temperature=sampler.temperature, seed=sampler.seed,
                                   use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap,
                                   extract_form=sampler.extract_form if model else "window",
-                                  claim_gate=sampler.claim_gate if model else None)
+                                  claim_gate=arm.claim_gate)
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

@@ -57,6 +57,8 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
     from memworker.prompts import template_hashes
 
     model: dict[str, Any] = {"kind": arm.kind}
+    if arm.claim_gate is not None:  # (absent when ungated: results stored before gates match)
+        model["claim_gate"] = arm.claim_gate
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
     threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":
