@@ -29,6 +29,13 @@
 # Every model arm gets the same sampler: temperature 0, seed 0, grammar on, n_ctx 4096,
 # max tokens 1024 (above the longest gold answer of the train split, 858 tokens: see
 # EVAL_MAX_TOKENS in src/memworker/pipeline.py), one llama.cpp thread (THREADS below).
+#
+# The student's worker (how it must be run; the release receipt's `worker`): EXTRACT_FORM (the
+# form it was trained in: window, the default, or turns) and CLAIM_GATE (its claim confidence
+# gate, e.g. 'first(predicate)+first(value)>=-0.249', chosen on val; default none). Both go to the
+# training (the form), the export (the receipt and the Modelfile), every evaluation of the
+# student and live acceptance; the base and the rules run ungated, and the rules in the window
+# form. export/verify.py refuses a release whose evaluations ran the student otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +48,16 @@ ADAPTER=receipts/adapter
 SETS=(heldout natural test)
 MERGED=  # set once ensure_release has merged the committed evaluations
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+EXTRACT_FORM=${EXTRACT_FORM:-window}
+WORKER_EXPORT=(--extract-form "$EXTRACT_FORM")   # export/run.py
+WORKER_EVAL=(--extract-form "$EXTRACT_FORM")     # eval/run.py, eval/live.py
+WORKER_TRAIN=()                                   # train/run.py: the form, when not the default
+if [ -n "${CLAIM_GATE:-}" ]; then
+    WORKER_EXPORT+=(--claim-gate "$CLAIM_GATE")
+    WORKER_EVAL+=(--claim-gate "student=$CLAIM_GATE")
+fi
+[ "$EXTRACT_FORM" = window ] || WORKER_TRAIN+=(--extract-form "$EXTRACT_FORM")
 
 ALL=(train heldout natural test live finish)
 WANT=("$@")
@@ -74,7 +91,7 @@ merge_committed() {  # fold every committed evaluation back into the release rec
         # shellcheck disable=SC2046
         python eval/run.py "${arms[@]}" --set "$set" $(corpus_of "$set") --no-run \
             --max-tokens $CAP --threads "$THREADS" --out "receipts/eval/$set" --no-progress \
-            --no-plots --into-receipt $RECEIPT --release release
+            --no-plots --into-receipt $RECEIPT --release release "${WORKER_EVAL[@]}"
     done
 }
 
@@ -97,7 +114,7 @@ ensure_release() {  # release/ from the committed adapter and stage receipts, by
         cp receipts/general-receipt.json runs/general/receipt.json
         rm -rf runs/general/adapter && cp -r "$ADAPTER" runs/general/adapter
     fi
-    python export/run.py --run runs/general --with-base --out release --force
+    python export/run.py --run runs/general --with-base --out release --force "${WORKER_EXPORT[@]}"
     local gguf want have changed=()
     for gguf in "$BASE" "$STUDENT"; do
         want=$(awk -v f="$gguf" '$2 == f {print $1}' "$sums")
@@ -126,12 +143,12 @@ evaluate() {  # evaluate SET: every arm, samples kept in receipts/eval/SET
     # shellcheck disable=SC2046
     python eval/run.py $(arms_of "$set") --set "$set" $(corpus_of "$set") --max-tokens $CAP \
         --threads "$THREADS" --out "receipts/eval/$set" --no-progress --no-plots \
-        --into-receipt $RECEIPT --release release
+        --into-receipt $RECEIPT --release release "${WORKER_EVAL[@]}"
 }
 
 if wants train; then
     step "train coding -> general-a -> general (profile cpu-release), export base + student"
-    python train/run.py --stage general --profile cpu-release --no-eval
+    python train/run.py --stage general --profile cpu-release --no-eval "${WORKER_TRAIN[@]}"
     rm -rf "$ADAPTER" && cp -r runs/general/adapter "$ADAPTER"
 fi
 
@@ -143,7 +160,7 @@ if wants live; then
     ensure_corpus; ensure_release
     step "live acceptance: base, student, rules"
     python eval/live.py --arm base=$BASE --arm student=$STUDENT --arm rules --max-tokens $CAP \
-        --threads "$THREADS" --out receipts/live
+        --threads "$THREADS" --out receipts/live "${WORKER_EVAL[@]}"
     cp receipts/live/summary.json receipts/live-summary.json
 fi
 

@@ -148,6 +148,7 @@ def test_release_folder_gguf_and_receipt(work, tiny, release):
     assert r["corpus"]["manifest_sha256"] == sha256_file("data/corpus/manifest.json")
     assert r["corpus"]["heldout"]["sha256"] == manifest["files"]["heldout.jsonl"]
     assert r["evaluation"] is None and r["gate"]["verdict"] == "unevaluated"
+    assert r["worker"] == {"extract_form": "window", "claim_gate": None}
     assert r["known_limitations"]
     assert r["artifacts"][student]["sha256"] == sha256_file(release / student)
     assert r["export"]["converter"]["pre_tokenizer"] == "gpt-2"
@@ -293,6 +294,38 @@ def test_record_evaluation_re_signs_the_release(work, release, tmp_path):
     (out / "Modelfile").write_text("tampered")
     with pytest.raises(ExportError, match="does not verify"):
         record_evaluation(out, {}, receipts_dir=None)
+
+
+@pytest.mark.slow
+def test_a_release_records_its_worker_and_verify_holds_the_evaluations_to_it(work, tmp_path,
+                                                                              capsys):
+    """`export/run.py --extract-form turns --claim-gate T`: the receipt's worker, the Modelfile's
+    note; an evaluation that ran the student another way fails verify, naming the set."""
+    from memworker.export import modelfile as mfile
+
+    out = tmp_path / "gated"
+    assert ecli.main(["--run", "runs/general-a", "--out", str(out), "--no-publish",
+                      "--receipts-dir", "", "--extract-form", "turns", "--claim-gate",
+                      "-0.249"]) == 0
+    worker = _receipt(out)["worker"]
+    assert worker == {"extract_form": "turns",
+                      "claim_gate": "first(predicate)+first(value)>=-0.249"}
+    assert mfile.worker_line(worker) in (out / "Modelfile").read_text().splitlines()
+    assert verify_release(out, None, load=False, allow_unevaluated=True) == []
+    shipped = {"config": {"arms": {"student": "s.gguf"}, "sampler": {"extract_form": "turns"},
+                          "claim_gates": {"student": worker["claim_gate"]}}}
+    ungated = {"config": {"arms": {"student": "s.gguf"}, "sampler": {"extract_form": "turns"}}}
+    record_evaluation(out, {"heldout": {**PASSING, **shipped}}, receipts_dir=None)
+    assert not [p for p in verify_release(out, None, load=False) if "worker" in p
+                or "ran the student" in p]
+    with pytest.raises(ExportError, match="evaluation test ran the student with extract form "
+                                          "turns and claim gate None"):
+        record_evaluation(out, {"test": {**PASSING, **ungated}}, receipts_dir=None)
+    assert list(_receipt(out)["evaluation"]) == ["heldout"]   # refused: nothing written
+    capsys.readouterr()
+    assert ecli.main(["--run", "runs/general-a", "--out", str(tmp_path / "x"), "--no-publish",
+                      "--receipts-dir", "", "--claim-gate", "max(x)>=1"]) == 2
+    assert "unknown claim score" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -34,6 +34,13 @@ def test_release_script_parses():
             commands.setdefault(script, set()).update(re.findall(r"(?<!\S)--[a-z][a-z-]*", args))
     assert {"train/run.py", "export/run.py", "eval/run.py", "eval/live.py",
             "export/verify.py"} <= set(commands)
+    # the student's worker flags, kept in arrays (WORKER_EXPORT=(...), WORKER_EVAL+=(...))
+    takers = {"WORKER_EXPORT": ["export/run.py"], "WORKER_EVAL": ["eval/run.py", "eval/live.py"],
+              "WORKER_TRAIN": ["train/run.py"]}
+    for name, args in re.findall(r"^\s*(WORKER_[A-Z]+)\+?=\((.*)\)", text, flags=re.M):
+        for script in takers[name]:
+            commands[script].update(re.findall(r"(?<!\S)--[a-z][a-z-]*", args))
+    assert {"--extract-form", "--claim-gate"} <= commands["eval/live.py"]
     for script, flags in sorted(commands.items()):
         assert (ROOT / script).is_file(), f"release.sh runs {script}, which does not exist"
         shown = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True,

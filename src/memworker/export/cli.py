@@ -50,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "whose tokenizer the converter does not recognise, e.g. gpt-2)")
     parser.add_argument("--work-dir", help="where the temporary merged HF folder goes "
                         "(default: the system temp folder)")
+    parser.add_argument("--extract-form", default="window",
+                        help="the form the student extracts in (memworker.turns: window, turns, "
+                             "walk; the one it was trained in): recorded as the release's worker")
+    parser.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
+                        help="the student's claim confidence gate (memworker.inference.gate; its "
+                             "threshold chosen on val with eval/confidence.py): recorded as the "
+                             "release's worker, named in the Modelfile; evaluate the student with "
+                             "the same gate (eval/run.py --claim-gate student=...)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -75,7 +83,9 @@ def run(args: argparse.Namespace) -> list[str]:
                      f"{out / 'release-receipt.json'}; release gate: {receipt['gate']['verdict']}")
         return lines
     if args.run:
-        receipt = export_release(args.run, out, base=args.base, publish_dir=publish, **common)
+        receipt = export_release(args.run, out, base=args.base, publish_dir=publish,
+                                 extract_form=args.extract_form, claim_gate=args.claim_gate,
+                                 **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]
         lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "

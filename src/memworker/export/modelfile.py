@@ -13,6 +13,7 @@ first in `.Messages` when a request brings no system message.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from memworker.prompts import system_prompt
 
@@ -31,13 +32,33 @@ def _quoted(text: str, what: str) -> str:
     return f'"""{text}"""'
 
 
+#: how a student is run when its release says nothing: one answer per window, every claim kept
+DEFAULT_WORKER = {"extract_form": "window", "claim_gate": None}
+
+
+def worker_line(worker: dict[str, Any] | None) -> str | None:
+    """The Modelfile's comment naming how the release's student must be run, when that is not
+    the default (a form and a gate the codec applies; Ollama's own settings cannot carry them)."""
+    worker = {**DEFAULT_WORKER, **(worker or {})}
+    if worker == DEFAULT_WORKER:
+        return None
+    gate = worker["claim_gate"] or "none"
+    return (f"# memworker worker: extract form {worker['extract_form']}; claim gate {gate} "
+            "(applied by memworker's codec: MemWorkerBackend.from_release, or extract_form= and "
+            "claim_gate=; Ollama alone applies neither)")
+
+
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,
-           system: str | None = None) -> str:
-    """Modelfile text. `gguf_from` is the path written after FROM (relative to the Modelfile)."""
+           system: str | None = None, worker: dict[str, Any] | None = None) -> str:
+    """Modelfile text. `gguf_from` is the path written after FROM (relative to the Modelfile);
+    `worker`: the release's extraction form and claim gate (a comment line when not the
+    default)."""
     system = system_prompt() if system is None else system
     stops = [end_of_turn] + [t for t in ("<|im_start|>",) if t != end_of_turn]
+    note = worker_line(worker)
     lines = [
         "# memworker release: ollama create mem-extractor -f Modelfile",
+        *([note] if note else []),
         f"FROM {gguf_from}",
         f"TEMPLATE {_quoted(TEMPLATE, 'template')}",
         f"SYSTEM {_quoted(system, 'system prompt')}",

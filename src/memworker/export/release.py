@@ -412,13 +412,39 @@ def default_publish_dir(out: Path) -> Path | None:
 
 # --- the public API ------------------------------------------------------------------------------
 
+def worker_config(extract_form: str = "window", claim_gate: str | None = None) -> dict[str, Any]:
+    """The release's `worker` record: how its student must be run (ExportError when invalid)."""
+    from memworker.inference.gate import ClaimGate
+    from memworker.turns import FORMS
+
+    if extract_form not in FORMS:
+        raise ExportError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
+    if claim_gate is not None:
+        if extract_form == "walk":
+            raise ExportError("a claim gate reads extract answers of the window and turns forms "
+                              "only")
+        try:
+            claim_gate = ClaimGate.parse(claim_gate).spec
+        except ValueError as exc:
+            raise ExportError(f"claim gate: {exc}") from None
+    return {"extract_form": extract_form, "claim_gate": claim_gate}
+
+
 def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
                    base: str | None = None, receipts_dir: str | Path | None = "receipts",
                    publish_dir: str | Path | None = None, pre_tokenizer: str | None = None,
-                   work_dir: str | Path | None = None) -> dict[str, Any]:
+                   work_dir: str | Path | None = None, extract_form: str = "window",
+                   claim_gate: str | None = None) -> dict[str, Any]:
     """Export the student of the finished stage run `run_dir` into the release folder `out`;
-    returns the release receipt. All refusals happen before anything is written."""
+    returns the release receipt. All refusals happen before anything is written.
+
+    `extract_form` and `claim_gate` say how the student must be run (the form it was trained to
+    extract in, `memworker.turns.FORMS`; its claim confidence gate, `ClaimGate.parse`, chosen on
+    val): the receipt's `worker` records them, the Modelfile names them, `MemWorkerBackend.
+    from_release` applies them, and `export/verify.py` checks that every evaluation of the
+    student ran it so."""
     run_dir, out = Path(run_dir), Path(out)
+    worker = worker_config(extract_form, claim_gate)
     receipts = Path(receipts_dir) if receipts_dir else None
     receipt, sha = load_run(run_dir)
     check_adapter(run_dir, receipt)
@@ -437,12 +463,13 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
     shutil.rmtree(out / ADAPTER_DIR, ignore_errors=True)
     shutil.copytree(run_dir / ADAPTER_DIR, out / ADAPTER_DIR)
     mfile.write(out / "Modelfile", f"./{gguf_name}", end_of_turn=prepared.model.end_of_turn,
-                license_text=_license_text(prepared))
+                license_text=_license_text(prepared), worker=worker)
     made["seconds"] = round(time.perf_counter() - started, 2)
     release.update(name=name, lineage=lineage, corpus=corpus_provenance(receipt),
                    prompts_sha256=template_hashes())
     release["student"] = {"stage": stage, "run_dir": str(run_dir), "receipt_sha256": sha,
                           "adapter_sha256": receipt["adapter"].get("sha256"), **made}
+    release["worker"] = worker
     release["export"] = {"outtype": OUTTYPE, "num_ctx": mfile.NUM_CTX,
                          "modelfile": {"template_sha256": _sha_text(mfile.TEMPLATE),
                                        "temperature": 0, "seed": 0, "repeat_penalty": 1},
@@ -476,7 +503,8 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
                       receipts_dir: str | Path | None = "receipts",
                       publish_dir: str | Path | None = None) -> dict[str, Any]:
     """Fill the release receipt's `evaluation` section (the evaluator's `--into-receipt`), then
-    rewrite the card, the receipt copy and SHA256SUMS so the release verifies again."""
+    rewrite the card, the receipt copy and SHA256SUMS so the release verifies again. An
+    evaluation that did not run the student as the release's `worker` says is refused."""
     out = Path(out)
     release = existing_release(out)
     if release is None:
@@ -487,6 +515,11 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
         verify_sha256sums(out / SUMS)
     except (HashMismatch, FileNotFoundError) as exc:
         raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
+    from memworker.export.verify import check_worker
+
+    problems = check_worker(out, {**release, "evaluation": evaluation})
+    if problems:
+        raise ExportError(f"refusing to record the evaluation: {problems[0]}")
     release["evaluation"] = evaluation
     return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
                    Path(publish_dir) if publish_dir else None, resigned="evaluation")

@@ -112,6 +112,41 @@ def check_modelfile(folder: Path, receipt: dict[str, Any]) -> list[str]:
     return problems
 
 
+def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
+    """The release's `worker` (how its student must be run: extraction form, claim gate; a
+    receipt without one: the window form, no gate) is valid, named in the Modelfile when not the
+    default, and is how every recorded evaluation ran the student (its arm `student`): otherwise
+    the published figures are not those of the worker the release ships."""
+    from memworker.export.release import ExportError, worker_config
+
+    if not receipt.get("student"):
+        return []
+    where = folder / RELEASE_RECEIPT
+    worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
+    try:
+        if worker_config(worker["extract_form"], worker["claim_gate"]) != worker:
+            return [f"{where}: worker {worker} is not in its normal form"]
+    except ExportError as exc:
+        return [f"{where}: worker: {exc}"]
+    problems = []
+    line = mfile.worker_line(worker)
+    path = folder / "Modelfile"
+    if line and path.is_file() and line not in path.read_text("utf-8").splitlines():
+        problems.append(f"{path}: does not name the release's worker ({line[2:]})")
+    for name, summary in sorted((receipt.get("evaluation") or {}).items()):
+        config = (summary or {}).get("config") or {}
+        if "student" not in (config.get("arms") or {}):
+            continue
+        ran = {"extract_form": (config.get("sampler") or {}).get("extract_form", "window"),
+               "claim_gate": (config.get("claim_gates") or {}).get("student")}
+        if ran != worker:
+            problems.append(f"{where}: evaluation {name} ran the student with extract form "
+                            f"{ran['extract_form']} and claim gate {ran['claim_gate']}, but the "
+                            f"release ships extract form {worker['extract_form']} and claim gate "
+                            f"{worker['claim_gate']}: its figures are not the shipped worker's")
+    return problems
+
+
 def check_gguf(path: Path, n_ctx: int, threads: int | None) -> list[str]:
     """Load the GGUF and answer one constrained extraction request through the codec, in a
     child process: a native crash of llama.cpp becomes a problem naming the file."""
@@ -173,6 +208,7 @@ def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receip
         return problems + [f"{receipt_path}: unreadable ({exc})"]
     problems += check_receipt(folder, receipt, receipts)
     problems += check_modelfile(folder, receipt)
+    problems += check_worker(folder, receipt)
     if not problems:
         problems += check_gate(folder, receipt, allow_unevaluated)
     if problems or not load:

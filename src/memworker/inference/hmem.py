@@ -121,6 +121,28 @@ class MemWorkerBackend:
                                    record_logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     @classmethod
+    def from_release(cls, folder: str | Path = "release", **kwargs: Any) -> MemWorkerBackend:
+        """The student of a release folder (`export/run.py`) as its receipt says to run it: its
+        GGUF through llama.cpp, in the extraction form and with the claim gate of the receipt's
+        `worker` (a receipt without one: the window form, no gate). Keyword arguments go to
+        `from_gguf`; an explicit `extract_form` or `claim_gate` among them is an error."""
+        import json
+
+        folder = Path(folder)
+        path = folder / "release-receipt.json"
+        try:
+            receipt = json.loads(path.read_text("utf-8"))
+            gguf = folder / receipt["student"]["gguf"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
+        clash = sorted({"extract_form", "claim_gate"} & set(kwargs))
+        if clash:
+            raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
+        worker = receipt.get("worker") or {}
+        return cls.from_gguf(gguf, extract_form=worker.get("extract_form", "window"),
+                             claim_gate=worker.get("claim_gate"), **kwargs)
+
+    @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
         from memworker.inference.backends import OllamaBackend
 

@@ -1,0 +1,105 @@
+"""A release says how its student must be run — the extraction form it was trained in and its
+claim confidence gate — and its figures must come from running it so: the receipt's `worker`, the
+Modelfile's note, `MemWorkerBackend.from_release`, and `export/verify.py`'s check of every
+recorded evaluation (no model runs here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memworker.export import modelfile as mfile
+from memworker.export.release import ExportError, worker_config
+from memworker.export.verify import check_worker
+from memworker.inference.gate import DEFAULT_SCORE
+from memworker.inference.hmem import MemWorkerBackend
+from memworker.inference.schema import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+GATE = f"{DEFAULT_SCORE}>=-0.249"
+TURNS = {"extract_form": "turns", "claim_gate": GATE}
+
+
+def test_worker_config_is_checked_and_normalised():
+    assert worker_config() == mfile.DEFAULT_WORKER
+    assert worker_config("turns", "-0.249") == TURNS
+    for form, gate, why in (("lines", None, "extract form"), ("walk", "-1", "window and turns"),
+                            ("turns", "max(x)>=1", "unknown claim score")):
+        with pytest.raises(ExportError, match=why):
+            worker_config(form, gate)
+
+
+def test_the_modelfile_names_a_worker_that_is_not_the_default():
+    kw = {"end_of_turn": "<|im_end|>", "license_text": "MIT"}
+    plain = mfile.render("./m.gguf", **kw)
+    noted = mfile.render("./m.gguf", worker=TURNS, **kw)
+    assert mfile.worker_line(None) is None and mfile.worker_line(mfile.DEFAULT_WORKER) is None
+    assert "memworker worker" not in plain
+    line = mfile.worker_line(TURNS)
+    assert line in noted.splitlines() and "extract form turns" in line and GATE in line
+    assert mfile.parse(noted) == mfile.parse(plain)   # a comment: Ollama's settings unchanged
+
+
+def _release(tmp_path, worker, evaluated):
+    """A release folder's receipt and Modelfile (no artifacts): `evaluated` maps a set to the
+    (sampler, claim_gates) its student ran with."""
+    folder = tmp_path / "release"
+    folder.mkdir()
+    (folder / "Modelfile").write_text(mfile.render("./s.gguf", end_of_turn="<|im_end|>",
+                                                   license_text="MIT", worker=worker))
+    receipt = {"student": {"gguf": "s.gguf"}, "evaluation": {
+        name: {"config": {"arms": {"student": "s.gguf", "rules": "rules"}, "sampler": sampler,
+                          **({"claim_gates": gates} if gates else {})}}
+        for name, (sampler, gates) in evaluated.items()}}
+    if worker is not None:
+        receipt["worker"] = worker
+    return folder, receipt
+
+
+def test_verify_checks_that_each_evaluation_ran_the_student_as_shipped(tmp_path):
+    shipped = ({"seed": 0, "extract_form": "turns"}, {"student": GATE})
+    folder, receipt = _release(tmp_path, TURNS, {"heldout": shipped, "test": shipped})
+    assert check_worker(folder, receipt) == []
+    receipt["evaluation"]["test"]["config"]["claim_gates"] = {}          # ungated
+    receipt["evaluation"]["heldout"]["config"]["sampler"].pop("extract_form")   # window
+    problems = check_worker(folder, receipt)
+    assert len(problems) == 2
+    assert "evaluation heldout ran the student with extract form window" in problems[0]
+    assert "evaluation test" in problems[1] and "claim gate None" in problems[1]
+    (folder / "Modelfile").write_text(mfile.render("./s.gguf", end_of_turn="<|im_end|>",
+                                                   license_text="MIT"))
+    receipt["evaluation"] = {}
+    assert check_worker(folder, receipt) == [
+        f"{folder / 'Modelfile'}: does not name the release's worker "
+        f"({mfile.worker_line(TURNS)[2:]})"]
+    receipt["worker"] = {"extract_form": "turns", "claim_gate": "-0.249"}   # not normalised
+    assert "not in its normal form" in check_worker(folder, receipt)[0]
+
+
+def test_a_receipt_without_a_worker_is_the_window_form_ungated(tmp_path):
+    """Releases made before the record: the committed one verifies as it did."""
+    committed = json.loads((ROOT / "receipts/release-receipt.json").read_text())
+    assert "worker" not in committed and committed["evaluation"]
+    assert check_worker(ROOT, committed) == []
+    folder, receipt = _release(tmp_path, None, {"heldout": ({"extract_form": "turns"}, {})})
+    assert "ran the student with extract form turns" in check_worker(folder, receipt)[0]
+
+
+def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(MemWorkerBackend, "from_gguf",
+                        classmethod(lambda cls, path, **kw: seen.update(path=path, **kw)))
+    folder, receipt = _release(tmp_path, TURNS, {})
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder, n_ctx=2048)
+    assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS}
+    receipt.pop("worker")
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["extract_form"] == "window" and seen["claim_gate"] is None
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, claim_gate="-1")
+    with pytest.raises(InputError, match="not a release receipt"):
+        MemWorkerBackend.from_release(tmp_path)
