@@ -36,3 +36,32 @@ def test_report_ratios_speed_up_and_grammar_overhead():
     assert "speed-up extract: p50 2.00x" in text
     assert "grammar overhead (argmax first) extract: 2.00x" in text  # 100 tok/s vs 50 tok/s
     assert "llama-cpp-python sampler" not in text  # no "prefix" mode measured
+
+
+def test_the_worker_bench_counts_every_generation_and_the_gate():
+    """`--worker`: each window through the store's worker (here the turns form with a gate over
+    scripted answers and log-probabilities): answer tokens of every turn, claims kept and gated
+    away, and the ratio of wall time to the decode floor."""
+    from memworker.inference.bench import worker_bench, worker_report
+    from memworker.inference.gate import ClaimGate
+    from memworker.inference.hmem import MemWorkerBackend
+    from tests.test_claim_gate import MESSAGES, NURSE, PORTO, WHEN, TokenReplay
+
+    class Counted(TokenReplay):
+        def generate(self, *a, **kw):
+            gen = super().generate(*a, **kw)
+            gen.completion_tokens = len(gen.token_logprobs)
+            return gen
+
+    turn1 = ('{"claims":[' + PORTO + "]}", {"lives_in": -0.2})
+    turn2 = ('{"claims":[' + NURSE + "]}", {"job": -3.0})
+    worker = MemWorkerBackend(Counted([turn1, turn2] * 3), extract_form="turns",
+                              claim_gate=ClaimGate(-1.0))
+    inputs, _ = worker.episode(MESSAGES, observed_at=WHEN)
+    calls = worker_bench(worker, [{"input": inputs}] * 2, log=lambda _: None)  # + 1 warm-up
+    tokens = len(turn1[0]) + len(turn2[0])   # one piece per character but the scored words
+    assert [(c["calls"], c["kept"], c["gated"]) for c in calls] == [(2, 1, 1), (2, 1, 1)]
+    assert all(0 < c["tokens"] <= tokens for c in calls)
+    line = worker_report([{**c, "wall": 2.0} for c in calls], decode_rate=calls[0]["tokens"])
+    assert "p50 2.00 s" in line and "decode ratio p50 2.00" in line
+    assert "claims kept 2, gated away 2" in line

@@ -219,6 +219,67 @@ def report(results: dict[tuple[str, str], Stats], decode_rate: float) -> str:
     return "\n".join(lines)
 
 
+def worker_bench(worker, rows: list[dict], log=print) -> list[dict[str, float]]:
+    """Each extract row's input through the store's worker (`MemWorkerBackend`: its extraction
+    form and claim gate), one untimed warm-up call first: per row the wall seconds, the answer
+    tokens of every generation (all turns and retries) and the claims kept and gated away."""
+    worker._run("extract", rows[0]["input"])
+    out = []
+    for k, row in enumerate(rows, 1):
+        started = time.perf_counter()
+        result = worker._run("extract", row["input"])
+        wall = time.perf_counter() - started
+        generations = result.turns if result.turns is not None else result.attempts
+        out.append({"wall": wall, "tokens": sum(g.completion_tokens or 0 for g in generations),
+                    "calls": len(generations), "kept": len(result.output["claims"]),
+                    "gated": len((result.gate or {}).get("dropped", []))})
+        if k % 5 == 0:
+            log(f"  {k}/{len(rows)} windows")
+    return out
+
+
+def worker_report(calls: list[dict[str, float]], decode_rate: float) -> str:
+    walls = [c["wall"] for c in calls]
+    ratios = [c["wall"] / (c["tokens"] / decode_rate) for c in calls if c["tokens"]]
+    return (f"worker extract, {len(calls)} windows: p50 {percentile(walls, 50):.2f} s, p95 "
+            f"{percentile(walls, 95):.2f} s per window; {statistics.mean(c['calls'] for c in calls):.1f}"
+            f" calls and {statistics.mean(c['tokens'] for c in calls):.0f} answer tokens per "
+            f"window; decode ratio p50 {percentile(ratios, 50) if ratios else float('nan'):.2f} "
+            f"(wall / (answer tokens / raw decode rate)); p50@85 "
+            f"{percentile(walls, 50) * decode_rate / REFERENCE_DECODE:.2f} s; claims kept "
+            f"{sum(c['kept'] for c in calls)}, gated away {sum(c['gated'] for c in calls)}")
+
+
+def main_worker(args: argparse.Namespace, path: Path) -> int:
+    """`--worker`: the store's worker on the first N extract rows of a corpus split."""
+    from memworker.eval.runner import load_eval_rows
+    from memworker.inference.hmem import MemWorkerBackend
+
+    set_name, _, n = args.worker.partition(":")
+    rows = [r for r in load_eval_rows(args.corpus, set_name) if r["task"] == "extract"]
+    rows = rows[:int(n)] if n else rows
+    if not rows:
+        raise SystemExit(f"bench: no extract rows in {args.corpus} {set_name}")
+    worker = MemWorkerBackend.from_gguf(path, n_ctx=args.n_ctx, n_threads=args.threads,
+                                        extract_form=args.extract_form,
+                                        claim_gate=args.claim_gate)
+    gate = worker.claim_gate.spec if worker.claim_gate else "none"
+    print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}; "
+          f"{len(rows)} {set_name} extract windows of {args.corpus}, threads={args.threads}, "
+          f"n_ctx={args.n_ctx}")
+    llm = worker.backend.llm
+    rate0 = raw_decode_rate(llm)
+    started = time.perf_counter()
+    calls = worker_bench(worker, rows)
+    elapsed = time.perf_counter() - started
+    rate = (rate0 + raw_decode_rate(llm)) / 2
+    print(f"raw decode rate {rate:.1f} tok/s (Llama.eval, one token at a time; "
+          f"{rate0:.1f} before the requests)")
+    print(worker_report(calls, rate))
+    print(f"bench: {len(calls)} windows in {elapsed:.0f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from memworker.inference.backends import LlamaCppBackend
     from memworker.registry import embedded_gguf_path
@@ -234,12 +295,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default=",".join(MODES),
                    help=f"comma-separated subset of {', '.join(MODES)} (all; 'before' and "
                         "'after' are needed)")
+    p.add_argument("--worker", metavar="SET[:N]",
+                   help="instead of the modes: the store's worker (MemWorkerBackend, with "
+                        "--extract-form and --claim-gate) on the first N extract rows of the "
+                        "corpus split SET (e.g. val:20): seconds per window, answer tokens, the "
+                        "decode ratio")
+    p.add_argument("--corpus", default="data/corpus", help="corpus of --worker (data/corpus)")
+    p.add_argument("--extract-form", default="window", help="--worker: the extraction form")
+    p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
+                   help="--worker: the student's claim gate")
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("-n must be at least 1")
     path = Path(args.gguf) if args.gguf else embedded_gguf_path()
     if not path.is_file():
         p.error(f"GGUF not found: {path}")
+    if args.worker:
+        return main_worker(args, path)
     chosen = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not {"before", "after"} <= set(chosen) or not set(chosen) <= set(MODES):
         p.error(f"--modes must include before and after, from: {', '.join(MODES)}")
