@@ -196,3 +196,27 @@ def test_a_hybrid_keeps_only_the_models_surest_claims_beside_the_rules(tiny_corp
     with pytest.raises(SystemExit):
         hybrid.main(["--out", str(out), "--model", "oracle", "--to", str(tmp_path / "y"),
                      "--extract", "rules", "--min-score", "0"])
+
+
+def test_a_sweep_reads_each_threshold_against_the_rules(tiny_corpus, tmp_path, capsys):
+    """`eval/hybrid.py --sweep`: per threshold, what a claim gate would score against the rules
+    (the oracle's every token is at log p 0: a threshold of 0 keeps every claim, 0.5 none)."""
+    out = _oracle_folder(tiny_corpus, tmp_path)
+    policies = {"extract": "model", "consolidate": "rules", "reflect": "rules"}
+    keep, none = hybrid.sweep(out, "oracle", [0.0, 0.5], policies, resamples=200)
+    gold = confidence.Rows(out, "oracle").totals("all", "model")
+    assert [keep["extract_support"]["num"], keep["extract_support"]["den"]] == gold[:2]
+    assert keep["extract_coverage"]["num"] == gold[3] and keep["extract_coverage"]["diff"] > 0
+    assert keep["min_lower"] == min(keep["extract_support"]["ci"][0],
+                                    keep["extract_coverage"]["ci"][0])
+    assert none["extract_coverage"]["num"] == 0 and none["extract_coverage"]["diff"] < 0
+    assert none["extract_support"]["ci"] is None and none["min_lower"] == float("-inf")
+    capsys.readouterr()
+    assert hybrid.main(["--out", str(out), "--model", "oracle", "--extract", "model",
+                        "--sweep", "0,0.5", "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("T 0: support ") and printed[-1].startswith(
+        "largest smaller lower bound: T 0 (")
+    assert not list(tmp_path.glob("gated*"))   # written nowhere
+    with pytest.raises(SystemExit):
+        hybrid.main(["--out", str(out), "--model", "oracle"])   # neither --to nor --sweep

@@ -219,12 +219,55 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
     return summary
 
 
+def sweep(out_dir: Path, model: str, thresholds: list[float], policies: dict[str, str], *,
+          rules: str = "rules", score: str = DEFAULT_SCORE, resamples: int = 2000
+          ) -> list[dict[str, Any]]:
+    """For each threshold, the hybrid of `compose` (written to a temporary folder) against the
+    rules at extraction: support and coverage, the paired differences and their intervals, and
+    the smaller of the two lower bounds (what the release gate needs above 0)."""
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, t in enumerate(thresholds):
+            summary = compose(out_dir, model, Path(tmp) / str(n), policies, rules=rules,
+                              name="gated", resamples=resamples, min_score=t, score=score)
+            versus = next(c for c in summary["comparisons"]
+                          if c["a"] == "gated" and c["b"] == rules)["tasks"]["extract"]
+            mine = summary["metrics"]["gated"]["extract"]["metrics"]
+            row = {"threshold": t}
+            for metric in ("extract_support", "extract_coverage"):
+                row[metric] = {"num": mine[metric]["num"], "den": mine[metric]["den"],
+                               "diff": versus[metric]["diff"], "ci": versus[metric]["ci"]}
+            # an undefined difference (no claim kept: no support) cannot pass the gate
+            row["min_lower"] = min(row[m]["ci"][0] if row[m]["ci"] else float("-inf")
+                                   for m in ("extract_support", "extract_coverage"))
+            rows.append(row)
+    return rows
+
+
+def _sweep_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for r in rows:
+        cells = []
+        for metric in ("extract_support", "extract_coverage"):
+            m = r[metric]
+            versus = (f"{m['diff']:+.3f} [{m['ci'][0]:+.3f}, {m['ci'][1]:+.3f}]" if m["ci"]
+                      else "undefined")
+            cells.append(f"{metric[8:]} {m['num']}/{m['den']}, vs rules {versus}")
+        lines.append(f"T {r['threshold']:g}: " + "; ".join(cells)
+                     + f"; smaller lower bound {r['min_lower']:+.3f}")
+    best = max(rows, key=lambda r: r["min_lower"])
+    lines.append(f"largest smaller lower bound: T {best['threshold']:g} ({best['min_lower']:+.3f})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="eval/hybrid.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="an evaluation folder with a rules and a model arm")
     p.add_argument("--model", required=True, help="the model arm's name in that folder")
     p.add_argument("--rules", default="rules", help="the rules arm's name (rules)")
-    p.add_argument("--to", required=True, help="the hybrid's folder (written)")
+    p.add_argument("--to", help="the hybrid's folder (written; not with --sweep)")
     p.add_argument("--name", default="hybrid", help="the hybrid arm's name (hybrid)")
     p.add_argument("--extract", default="union", choices=EXTRACT_POLICIES)
     p.add_argument("--consolidate", default="rules", choices=OTHER_POLICIES)
@@ -235,10 +278,28 @@ def main(argv: list[str] | None = None) -> int:
                         "model arm must have run with eval/run.py --logprobs)")
     p.add_argument("--score", default=DEFAULT_SCORE, choices=sorted(confidence.SCORES),
                    help=f"the claim score --min-score applies to ({DEFAULT_SCORE})")
+    p.add_argument("--sweep", metavar="T,T,...",
+                   help="instead of one folder: for each threshold, the model's extract claims "
+                        "scoring below it dropped, support and coverage against the rules with "
+                        "their paired intervals (written nowhere); with --extract model, what a "
+                        "claim gate at each threshold would score (choose on val only)")
     args = p.parse_args(argv)
     policies = {"extract": args.extract, "consolidate": args.consolidate, "reflect": args.reflect}
-    if args.min_score is not None and args.extract == "rules":
-        p.error("--min-score filters the model's extract claims: not with --extract rules")
+    if (args.min_score is not None or args.sweep) and args.extract == "rules":
+        p.error("--min-score and --sweep filter the model's extract claims: not with "
+                "--extract rules")
+    if args.sweep:
+        try:
+            thresholds = [float(t) for t in args.sweep.split(",") if t.strip()]
+            rows = sweep(Path(args.out), args.model, thresholds, policies, rules=args.rules,
+                         score=args.score, resamples=args.resamples)
+        except (EvalError, OSError, KeyError, ValueError) as exc:
+            print(f"eval/hybrid.py: error: {exc}", file=sys.stderr)
+            return 2
+        print("\n".join(_sweep_lines(rows)))
+        return 0
+    if args.to is None:
+        p.error("give --to (the hybrid's folder) or --sweep")
     try:
         summary = compose(Path(args.out), args.model, Path(args.to), policies, rules=args.rules,
                           name=args.name, resamples=args.resamples, min_score=args.min_score,
