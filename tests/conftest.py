@@ -3,7 +3,8 @@
 Prerequisites (each a fixture that skips with the install command when it is missing):
 `embedded_gguf` (the embedded base GGUF, located and sha256-verified by
 `memworker.registry.embedded_gguf_path`), `llama_cpp` (the compiled llama-cpp-python), `mlx_lm`
-(mlx[cpu] + mlx-lm), `llama_server` (a real `python -m llama_cpp.server` on the embedded base).
+(mlx[cpu] + mlx-lm), `llama_server` (a real `python -m llama_cpp.server` on the embedded base;
+`logprob_server`: one that answers `logprobs`).
 
 With `MEMWORKER_REQUIRE_PREREQUISITES=1` (set by `.ci/run`) every skipped test is reported as
 failed, naming what is missing, except skips that call `tests.helpers.not_applicable(reason)` (a test that
@@ -79,16 +80,16 @@ def mlx_lm():
         pytest.skip('mlx-lm is not installed: pip install "mlx[cpu]" mlx-lm')
 
 
-@pytest.fixture(scope="session")
-def llama_server(embedded_gguf, llama_cpp, tmp_path_factory):
-    """Base URL (without /v1) of a real llama_cpp.server on the embedded base GGUF."""
+def _serve(gguf, log_dir, *extra: str):
+    """Run `python -m llama_cpp.server` on `gguf` (with `extra` arguments) on a free local port;
+    yields its base URL (without /v1); stops it after."""
     port = free_port()
-    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    log = log_dir / "server.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(log, "wb") as sink:  # a file, not a pipe: the server logs a lot and would block
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf),
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", *extra],
             stdout=sink, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -111,6 +112,19 @@ def llama_server(embedded_gguf, llama_cpp, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def llama_server(embedded_gguf, llama_cpp, tmp_path_factory):
+    """Base URL (without /v1) of a real llama_cpp.server on the embedded base GGUF."""
+    yield from _serve(embedded_gguf, tmp_path_factory.mktemp("llama_server"), "--n_threads", "2")
+
+
+@pytest.fixture(scope="session")
+def logprob_server(embedded_gguf, llama_cpp, tmp_path_factory):
+    """The same, able to answer `logprobs` (llama_cpp.server needs --logits_all true for it)."""
+    yield from _serve(embedded_gguf, tmp_path_factory.mktemp("logprob_server"), "--n_threads",
+                      "1", "--logits_all", "true")
 
 
 # --- tiny corpora and tiny-model training fixtures -------------------------------------------

@@ -103,3 +103,19 @@ def shell_logical_lines(text: str) -> list[str]:
     """A shell script's lines with backslash continuations joined and comments dropped."""
     return [line for line in text.replace("\\\n", " ").splitlines()
             if not line.lstrip().startswith("#")]
+
+
+def token_pieces(raw: str, logprob: dict[str, float]) -> list[list]:
+    """Token log-probabilities as a backend records them ([[piece, log p], ...]) for `raw`: cut
+    at the words of `logprob` (each its own piece with that log-probability), the rest one
+    character a piece at log-probability 0."""
+    out, i = [], 0
+    while i < len(raw):
+        word = next((w for w in logprob if raw.startswith(w, i)), None)
+        if word is not None:
+            out.append([word, logprob[word]])
+            i += len(word)
+        else:
+            out.append([raw[i], 0.0])
+            i += 1
+    return out

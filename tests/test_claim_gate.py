@@ -11,11 +11,6 @@ whose log-probabilities equal llama.cpp's in process token for token."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -34,7 +29,8 @@ from memworker.inference.backends import (
 from memworker.inference.gate import DEFAULT_SCORE, ClaimGate, GateError
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.samples import SAMPLES
-from tests.helpers import RecordingServer, free_port
+from tests.helpers import RecordingServer
+from tests.helpers import token_pieces as pieces
 
 PORTO = ('[[["I live in Porto.",1]],"the user","person","lives_in","Porto","fact",null,[]]')
 NURSE = ('[[["I work as a nurse.",2]],"the user","person","job_title","nurse","fact",null,[]]')
@@ -43,21 +39,6 @@ MESSAGES = [{"role": "assistant", "content": "Tell me about you."},
             {"role": "user", "content": "I live in Porto."},
             {"role": "user", "content": "I work as a nurse."}]
 WHEN = "2025-10-08T09:12:00+02:00"
-
-
-def pieces(raw: str, logprob: dict[str, float]) -> list[list]:
-    """`raw` cut at the words of `logprob` (each its own piece with that log-probability), the
-    rest one character a piece at log-probability 0."""
-    out, i = [], 0
-    while i < len(raw):
-        word = next((w for w in logprob if raw.startswith(w, i)), None)
-        if word is not None:
-            out.append([word, logprob[word]])
-            i += len(word)
-        else:
-            out.append([raw[i], 0.0])
-            i += 1
-    return out
 
 
 class TokenReplay:
@@ -238,36 +219,6 @@ def test_openai_compatible_log_probabilities_from_bytes_or_tokens():
     assert body["logprobs"] is True and body["top_logprobs"] == 0
     assert "logprobs" not in OpenAICompatBackend("http://x/v1").request_body(
         [], schema=None, grammar=None, max_tokens=1, temperature=0.0, seed=0)
-
-
-@pytest.fixture(scope="module")
-def logprob_server(embedded_gguf, llama_cpp, tmp_path_factory):
-    """A real llama_cpp.server that can answer `logprobs` (it needs --logits_all true)."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("logprob_server") / "server.log"
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf), "--host",
-             "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1",
-             "--logits_all", "true"],
-            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/v1/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("llama_cpp.server did not start within 90 s")
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.mark.slow

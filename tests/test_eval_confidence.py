@@ -12,24 +12,10 @@ from memworker.eval import confidence, hybrid, runner
 from memworker.eval.cli import main as eval_main
 from memworker.hashing import canonical_json
 from memworker.inference import codec
+from tests.helpers import token_pieces
 
 RAW = ('{"claims":[[[["I live in Porto.",1]],"the user","person","lives_in","Porto","fact",null,'
        '[]],[[["I work as a nurse.",2]],"the user","person","works_as","a nurse","fact",null,[]]]}')
-
-
-def _pieces(raw: str, logprob: dict[str, float]) -> list[list]:
-    """`raw` cut at the words of `logprob` (each its own piece with that log-probability), the
-    rest in pieces of log-probability 0."""
-    out, i = [], 0
-    while i < len(raw):
-        word = next((w for w in logprob if raw.startswith(w, i)), None)
-        if word is not None:
-            out.append([word, logprob[word]])
-            i += len(word)
-        else:
-            out.append([raw[i], 0.0])
-            i += 1
-    return out
 
 
 def test_claim_spans_find_each_field_in_the_raw_answer():
@@ -44,7 +30,7 @@ def test_claim_spans_find_each_field_in_the_raw_answer():
 
 
 def test_field_stats_take_the_tokens_of_each_field():
-    tokens = _pieces(RAW, {"works": -2.0, "_as": -0.5, "a nurse": -1.0, "lives_in": -0.1})
+    tokens = token_pieces(RAW, {"works": -2.0, "_as": -0.5, "a nurse": -1.0, "lives_in": -0.1})
     assert "".join(p for p, _ in tokens) == RAW
     first, second = (confidence.field_stats(s, tokens) for s in confidence.claim_spans(RAW))
     assert second["predicate"] == {"min": -2.0, "sum": -2.5, "mean": -1.25, "first": -2.0}
@@ -60,7 +46,7 @@ def _sample(raw: str, tokens: list[list] | None, diagnostics: list[str], claims:
 
 
 def test_kept_claims_follow_the_codecs_drops_and_refuse_tokens_that_do_not_spell_the_answer():
-    tokens = _pieces(RAW, {"works": -2.0, "lives_in": -0.1})
+    tokens = token_pieces(RAW, {"works": -2.0, "lives_in": -0.1})
     kept = confidence.kept_claim_stats(_sample(RAW, tokens, ["claims/0: dropped (repeats)"], 1))
     assert len(kept) == 1 and kept[0]["predicate"]["first"] == -2.0
     assert confidence.kept_claim_stats(_sample(RAW, None, [], 2)) is None
@@ -78,10 +64,10 @@ def test_a_turns_sample_is_scored_from_each_turns_accepted_generation():
            'null,[]]]}')
     inputs = {"events": [{"index": 0, "role": "assistant"}, {"index": 1, "role": "user"},
                          {"index": 2, "role": "user"}]}
-    turns = [{"raw": one, "error": None, "token_logprobs": _pieces(one, {"lives_in": -0.1})},
+    turns = [{"raw": one, "error": None, "token_logprobs": token_pieces(one, {"lives_in": -0.1})},
              {"raw": "bad", "error": "not json", "token_logprobs": [["bad", -9.0]]},
              {"raw": RAW, "error": None,
-              "token_logprobs": _pieces(RAW, {"lives_in": -3.0, "works": -2.0})}]
+              "token_logprobs": token_pieces(RAW, {"lives_in": -3.0, "works": -2.0})}]
     sample = {"id": "r", "attempts": [{"raw": "merged"}], "turns": turns,
               "diagnostics": ["1 turns accepted on a retry",
                               "claims/1: dropped (repeats claims/0)"],
