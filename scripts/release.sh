@@ -42,7 +42,18 @@ cd "$(dirname "$0")/.."
 THREADS=${THREADS:-1}
 CAP=1024  # = EVAL_MAX_TOKENS (tests/test_eval_cap.py)
 BASE=release/base-q8_0.gguf
-STUDENT=release/memworker-smollm2-135m-general-q8_0.gguf
+# STUDENT_RUN: release a finished stage run committed in the tree (e.g. receipts/proof/e20, E20's
+# g3) instead of the train step's chain; its receipt becomes receipts/<stage>-receipt.json (the
+# lineage verify checks). Committed evaluations of another student stop every step (archive them
+# first, e.g. `git mv receipts/eval receipts/v1-eval`).
+STUDENT_RUN=${STUDENT_RUN:-}
+STAGE=general
+if [ -n "$STUDENT_RUN" ]; then
+    [ -f "$STUDENT_RUN/receipt.json" ] && [ -f "$STUDENT_RUN/adapter/adapter_model.safetensors" ] || {
+        echo "release.sh: STUDENT_RUN=$STUDENT_RUN is not a finished run folder (receipt.json, adapter/)" >&2; exit 2; }
+    STAGE=$(python -c "import json, sys; print(json.load(open(sys.argv[1]))['stage'])" "$STUDENT_RUN/receipt.json")
+fi
+STUDENT=release/memworker-smollm2-135m-$STAGE-q8_0.gguf
 RECEIPT=receipts/release-receipt.json
 ADAPTER=receipts/adapter
 SETS=(heldout natural test)
@@ -102,19 +113,26 @@ ensure_corpus() {  # the frozen corpora (deterministic: the manifests' sha256 ar
 
 ensure_release() {  # release/ from the committed adapter and stage receipts, byte for byte
     [ -f "$STUDENT" ] && [ -f "$BASE" ] && return 0
-    step "rebuild release/ from $ADAPTER and receipts/general-receipt.json"
-    [ -f "$ADAPTER/adapter_model.safetensors" ] || {
-        echo "release.sh: no $ADAPTER: run the train step first" >&2; exit 2; }
+    local run=runs/general
+    if [ -n "$STUDENT_RUN" ]; then
+        step "rebuild release/ from $STUDENT_RUN"
+        run=$STUDENT_RUN
+        cp "$STUDENT_RUN/receipt.json" "receipts/$STAGE-receipt.json"
+    else
+        step "rebuild release/ from $ADAPTER and receipts/general-receipt.json"
+        [ -f "$ADAPTER/adapter_model.safetensors" ] || {
+            echo "release.sh: no $ADAPTER: run the train step first" >&2; exit 2; }
+    fi
     ensure_corpus
     local sums
     sums=$(mktemp)
     cp SHA256SUMS "$sums"
-    if [ ! -f runs/general/receipt.json ]; then
+    if [ -z "$STUDENT_RUN" ] && [ ! -f runs/general/receipt.json ]; then
         mkdir -p runs/general
         cp receipts/general-receipt.json runs/general/receipt.json
         rm -rf runs/general/adapter && cp -r "$ADAPTER" runs/general/adapter
     fi
-    python export/run.py --run runs/general --with-base --out release --force "${WORKER_EXPORT[@]}"
+    python export/run.py --run "$run" --with-base --out release --force "${WORKER_EXPORT[@]}"
     local gguf want have changed=()
     for gguf in "$BASE" "$STUDENT"; do
         want=$(awk -v f="$gguf" '$2 == f {print $1}' "$sums")
@@ -147,6 +165,8 @@ evaluate() {  # evaluate SET: every arm, samples kept in receipts/eval/SET
 }
 
 if wants train; then
+    [ -z "$STUDENT_RUN" ] || { echo "release.sh: the train step trains the chain; with" \
+        "STUDENT_RUN the student is already trained" >&2; exit 2; }
     step "train coding -> general-a -> general (profile cpu-release), export base + student"
     python train/run.py --stage general --profile cpu-release --no-eval "${WORKER_TRAIN[@]}"
     rm -rf "$ADAPTER" && cp -r runs/general/adapter "$ADAPTER"
