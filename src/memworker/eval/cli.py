@@ -198,15 +198,13 @@ def _plan(args: argparse.Namespace) -> Plan:
         rows = [r for r in rows if r["task"] in args.task]
     if args.limit is not None:
         rows = rows[: args.limit]
-    arms = runner.assign_gates(arms, args.claim_gate)
+    arms = runner.assign_gates(arms, args.claim_gate, args.extract_form)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_quotes=args.turn_quotes)
     if sampler.turn_quotes != "upto" and sampler.extract_form != "turns":
         raise EvalError("--turn-quotes applies to --extract-form turns only")
-    if gates and sampler.extract_form == "walk":
-        raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task

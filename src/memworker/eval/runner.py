@@ -116,10 +116,12 @@ def sampler_doc(sampler: Sampler) -> dict[str, Any]:
     return doc
 
 
-def assign_gates(arms: list[Arm], specs: list[str] | None) -> list[Arm]:
+def assign_gates(arms: list[Arm], specs: list[str] | None,
+                 extract_form: str = "window") -> list[Arm]:
     """`arms` with their claim gates from `--claim-gate` values: `ARM=SPEC` gates that arm,
     a bare `SPEC` (`ClaimGate.parse`: `SCORE>=T` or `T`) every model arm; EvalError for an
-    unknown or rules arm, a bad spec, or two gates for one arm."""
+    unknown or rules arm, a bad spec, two gates for one arm, or a gate in the walk form (the
+    gate reads window and turns answers only)."""
     from dataclasses import replace
 
     from memworker.inference.gate import ClaimGate
@@ -143,6 +145,8 @@ def assign_gates(arms: list[Arm], specs: list[str] | None) -> list[Arm]:
             if arm.name in gates:
                 raise EvalError(f"--claim-gate: two gates for arm {arm.name!r}")
             gates[arm.name] = spec
+    if gates and extract_form == "walk":
+        raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
     return [replace(a, claim_gate=gates.get(a.name)) for a in arms]
 
 

@@ -94,9 +94,7 @@ def _main(args: argparse.Namespace) -> int:
     from memworker.receipts import environment
 
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
-                                    args.claim_gate)
-    if args.extract_form == "walk" and any(a.claim_gate for a in arms):
-        raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
+                                    args.claim_gate, args.extract_form)
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise EvalError(f"arm names must be unique, got {names}")
