@@ -45,7 +45,8 @@ BASE=release/base-q8_0.gguf
 # STUDENT_RUN: release a finished stage run committed in the tree (e.g. receipts/proof/e20, E20's
 # g3) instead of the train step's chain; its receipt becomes receipts/<stage>-receipt.json (the
 # lineage verify checks). Committed evaluations of another student stop every step (archive them
-# first, e.g. `git mv receipts/eval receipts/v1-eval`).
+# first, as release v2 did: `git mv` v1's receipts/eval/<set>, receipts/live and stage receipts to
+# receipts/v1/).
 STUDENT_RUN=${STUDENT_RUN:-}
 STAGE=general
 if [ -n "$STUDENT_RUN" ]; then

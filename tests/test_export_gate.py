@@ -38,6 +38,7 @@ def make_release(tmp_path: Path) -> Path:
     # this folder's student GGUF and no evaluation yet
     receipt = json.loads(COMMITTED.read_text())
     receipt.update(lineage=[], evaluation=None, gate=None, artifacts={})
+    receipt.pop("worker", None)   # this folder's Modelfile names none: the window form, ungated
     receipt["student"] = {**receipt["student"], "gguf": GGUF}
     rel._finish(out, receipt, None, None)
     return out

@@ -509,12 +509,17 @@ def test_sampler_fields_added_later_leave_stored_identities_alone():
     from memworker.eval.runner import Arm, Sampler
 
     root = Path(__file__).resolve().parents[1]
-    stored = json.loads(next((root / "receipts/live/results/rules").glob("*.json")).read_text())
+    def stored(folder: str) -> dict:
+        path = next((root / folder / "results/rules").glob("*.json"))
+        return json.loads(path.read_text())["identity"]["sampler"]
+
     rules = Arm("rules", "rules", "")
-    assert arm_identity(rules, Sampler(max_tokens_cap=1024))["sampler"] == \
-        stored["identity"]["sampler"]
+    # the first release's live run (receipts/v1/live), stored before those fields came
+    assert arm_identity(rules, Sampler(max_tokens_cap=1024))["sampler"] == stored("receipts/v1/live")
     turns = arm_identity(rules, Sampler(max_tokens_cap=1024, extract_form="turns"))
     assert turns["sampler"]["extract_form"] == "turns"
+    # the committed release's (v2: every arm run with the turns form)
+    assert turns["sampler"] == stored("receipts/live")
 
 
 # --- the real embedded base (slow) ----------------------------------------------------------------

@@ -79,10 +79,11 @@ def test_verify_checks_that_each_evaluation_ran_the_student_as_shipped(tmp_path)
 
 
 def test_a_receipt_without_a_worker_is_the_window_form_ungated(tmp_path):
-    """Releases made before the record: the committed one verifies as it did."""
-    committed = json.loads((ROOT / "receipts/release-receipt.json").read_text())
-    assert "worker" not in committed and committed["evaluation"]
-    assert check_worker(ROOT, committed) == []
+    """Releases made before the record: the first one (archived in receipts/v1 with its
+    Modelfile) verifies as it did."""
+    v1 = json.loads((ROOT / "receipts/v1/release-receipt.json").read_text())
+    assert "worker" not in v1 and v1["evaluation"]
+    assert check_worker(ROOT / "receipts/v1", v1) == []
     folder, receipt = _release(tmp_path, None, {"heldout": ({"extract_form": "turns"}, {})})
     assert "ran the student with extract form turns" in check_worker(folder, receipt)[0]
 
