@@ -132,6 +132,26 @@ def test_replay_backend_runs_out_loudly():
         codec.run(ReplayBackend(["nope"]), "reflect", REFLECT)
 
 
+def test_a_small_model_defaults_to_one_thread_a_large_one_to_two_at_most(monkeypatch):
+    from memworker.inference import backends
+
+    assert backends.default_threads(145_000_000) == 1            # the 135M student, Q8_0
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 16)
+    assert backends.default_threads(backends.SMALL_MODEL_BYTES) == 2
+    assert backends.default_threads() == 2                       # size unknown: as before
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 1)
+    assert backends.default_threads(4_000_000_000) == 1
+
+
+@pytest.mark.slow
+def test_the_embedded_model_runs_on_one_thread_unless_told(embedded_gguf, llama_cpp):
+    backend = LlamaCppBackend(embedded_gguf, n_ctx=512)
+    try:
+        assert backend.llm.n_threads == 1
+    finally:
+        backend.llm.close()
+
+
 # --- llama.cpp in process (slow) ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -206,3 +206,24 @@ def test_a_sweep_reads_each_threshold_against_the_rules(tiny_corpus, tmp_path, c
     assert not list(tmp_path.glob("gated*"))   # written nowhere
     with pytest.raises(SystemExit):
         hybrid.main(["--out", str(out), "--model", "oracle"])   # neither --to nor --sweep
+
+
+def test_early_stop_counts_the_tokens_after_the_first_dropped_claim_and_the_claims_lost(
+        tmp_path, capsys):
+    """RAW's first claim scores -3 (lives_in -3, Porto 0) and is dropped at -1; its score is
+    known at "Porto"'s first character, so the turn would stop there, losing the second claim
+    (works_as -0.1: kept by the gate, written after it)."""
+    tokens = token_pieces(RAW, {"lives_in": -3.0, "works_as": -0.1})
+    sample = {"arm": "m", "task": "extract", "id": "r",
+              "turns": [{"raw": RAW, "error": None, "token_logprobs": tokens},
+                        {"raw": '{"claims":[]}', "error": "rejected", "token_logprobs": None}]}
+    # the pieces after "Porto"'s "P": one character each, but "works_as" is one piece
+    after = len(RAW) - (RAW.index('"Porto"') + 2) - (len("works_as") - 1)
+    assert confidence.early_stop([sample], "m", -1.0) == {
+        "turns": 1, "turns_cut": 1, "tokens": len(tokens), "tokens_saved": after,
+        "claims_kept": 0, "claims_lost": 1}
+    assert confidence.early_stop([sample], "m", -5.0)["claims_kept"] == 2   # nothing stopped
+    (tmp_path / "samples.jsonl").write_text(json.dumps(sample) + "\n")
+    assert confidence.main(["--out", str(tmp_path), "--model", "m", "--early-stop=-1"]) == 0
+    assert "1 of 1 turns stopped early" in capsys.readouterr().out
+    assert confidence.main(["--out", str(tmp_path), "--model", "x", "--early-stop=-1"]) == 2

@@ -19,6 +19,7 @@ Every figure is a regrade with the evaluator's own grader and codec (dropping cl
 of the raw answer and its log-probabilities); no model runs. Choose on the val split only.
 
     python eval/confidence.py --out /tmp/e15 --model student
+    python eval/confidence.py --out receipts/eval/val-e20 --model g3 --early-stop=-0.14
 """
 
 from __future__ import annotations
@@ -198,6 +199,43 @@ def report(rows: Rows, scores: list[str], quantiles: tuple[float, ...] = QUANTIL
     return lines
 
 
+def early_stop(samples: list[dict[str, Any]], model: str, threshold: float,
+               score: str = "first(predicate)+first(value)") -> dict[str, int]:
+    """What stopping each turn at its first claim scoring below `threshold` would do, from the
+    model arm's turns-form extract samples (each turn's raw answer and tokens): the answer tokens
+    it would not write (those after the token holding that claim's first value character, where
+    its score is known) and the claims scoring at or above the threshold, as generated (before
+    the codec's own checks), that it keeps and that it loses (written after a dropped one)."""
+    out = {"turns": 0, "turns_cut": 0, "tokens": 0, "tokens_saved": 0, "claims_kept": 0,
+           "claims_lost": 0}
+    for sample in samples:
+        if sample.get("arm") != model or sample.get("task") != "extract":
+            continue
+        for turn in sample.get("turns") or []:
+            if turn.get("error") is not None:
+                continue
+            tokens = turn.get("token_logprobs")
+            if not tokens:
+                raise EvalError(f"{sample['id']}: a turn without token log-probabilities")
+            ends, pos = [], 0
+            for piece, _ in tokens:
+                pos += len(piece)
+                ends.append(pos)
+            cut = None
+            for spans in claim_spans(turn["raw"]):
+                if SCORES[score](field_stats(spans, tokens)) >= threshold:
+                    out["claims_lost" if cut is not None else "claims_kept"] += 1
+                elif cut is None:
+                    first = spans["value"][0]
+                    cut = next(n for n, end in enumerate(ends) if end > first) + 1
+            out["turns"] += 1
+            out["tokens"] += len(tokens)
+            if cut is not None:
+                out["turns_cut"] += 1
+                out["tokens_saved"] += len(tokens) - cut
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="eval/confidence.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="an evaluation folder (model arm run with "
@@ -206,7 +244,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rules", default="rules", help="the rules arm's name (rules)")
     p.add_argument("--score", action="append", choices=sorted(SCORES),
                    help="score(s) to sweep (default: first(predicate)+first(value))")
+    p.add_argument("--early-stop", type=float, metavar="T",
+                   help="instead: what stopping each turn at its first claim scoring below T "
+                        "would save (answer tokens) and lose (claims at or above T written "
+                        "after it), from the model arm's turns-form samples")
     args = p.parse_args(argv)
+    if args.early_stop is not None:
+        score = (args.score or ["first(predicate)+first(value)"])[0]
+        try:
+            e = early_stop(read_samples(Path(args.out) / "samples.jsonl"), args.model,
+                           args.early_stop, score)
+        except (EvalError, OSError, KeyError, ValueError) as exc:
+            print(f"eval/confidence.py: error: {exc}", file=sys.stderr)
+            return 2
+        if not e["turns"]:
+            print(f"eval/confidence.py: error: no turns-form extract samples of arm "
+                  f"{args.model!r} in {args.out}", file=sys.stderr)
+            return 2
+        kept = e["claims_kept"] + e["claims_lost"]
+        print(f"{score} < {args.early_stop}: {e['turns_cut']} of {e['turns']} turns stopped "
+              f"early; answer tokens not written {e['tokens_saved']} of {e['tokens']} "
+              f"({e['tokens_saved'] / e['tokens']:.1%}); claims the gate keeps: "
+              f"{e['claims_kept']} of {kept} still written, {e['claims_lost']} lost")
+        return 0
     try:
         rows = Rows(Path(args.out), args.model, args.rules)
         lines = report(rows, args.score or ["first(predicate)+first(value)"])

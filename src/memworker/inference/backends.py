@@ -48,7 +48,8 @@ codec turns "length" into a truncation error, so nothing here hides a cut-off an
 
 Threads: importing `memworker` sets `OMP_WAIT_POLICY=PASSIVE` unless it is already set, before
 llama.cpp's OpenMP runtime starts. With the default (spinning) policy, two llama.cpp threads on a
-two-core machine where another process holds a core ran ~25x slower (measured here).
+two-core machine where another process holds a core ran ~25x slower (measured here). Under the
+passive policy a small model decodes fastest on one thread, its default (`default_threads`).
 """
 
 from __future__ import annotations
@@ -94,7 +95,21 @@ class Backend(Protocol):
                  max_tokens: int, temperature: float = 0.0, seed: int = 0) -> Generation: ...
 
 
-def default_threads() -> int:
+#: a GGUF smaller than this decodes fastest on one llama.cpp thread (`default_threads`)
+SMALL_MODEL_BYTES = 1 << 30
+
+
+def default_threads(model_bytes: int | None = None) -> int:
+    """llama.cpp threads when none are given: one for a model under `SMALL_MODEL_BYTES`, else
+    min(2, cores). For the 135M student (145 MB Q8_0) each token is a few milliseconds of work
+    split into hundreds of small operations, and the threads meet at a barrier after each: under
+    the passive OpenMP wait policy (`memworker` sets it) a second thread sleeps and is woken at
+    every barrier, which made decoding 2.4x slower than one thread (35 against 84 tok/s at a
+    900-token context), and spinning instead gained 10 % when idle but lost 2.5x with one busy
+    process beside it (inference/README "Threads"). A larger model has more work per operation;
+    it keeps the earlier default (not measured here)."""
+    if model_bytes is not None and model_bytes < SMALL_MODEL_BYTES:
+        return 1
     return max(1, min(2, os.cpu_count() or 1))
 
 
@@ -129,7 +144,8 @@ class LlamaCppBackend:
         self.prefix_cache = PrefixCache() if kv_cache == "prefix" else None
         try:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx,
-                             n_threads=n_threads or default_threads(), seed=seed,
+                             n_threads=n_threads or default_threads(path.stat().st_size),
+                             seed=seed,
                              verbose=verbose, prefix_cache=self.prefix_cache,
                              greedy_grammar=greedy_grammar, extra_bufts=extra_bufts,
                              record_logprobs=record_logprobs)

@@ -34,6 +34,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from memworker.contracts import TASKS
 from memworker.inference import codec
@@ -219,11 +220,47 @@ def report(results: dict[tuple[str, str], Stats], decode_rate: float) -> str:
     return "\n".join(lines)
 
 
-def worker_bench(worker, rows: list[dict], log=print) -> list[dict[str, float]]:
+class DecodeTimer:
+    """Times every `llama_decode` of one `Llama` (its context's `decode`, wrapped on the instance):
+    single tokens (decoding an answer) apart from batches (evaluating a prompt)."""
+
+    def __init__(self, llm):
+        self.single: list[float] = []
+        self.batches: list[tuple[int, float]] = []
+        ctx, decode = llm._ctx, llm._ctx.decode
+
+        def timed(batch):
+            started = time.perf_counter()
+            try:
+                return decode(batch)
+            finally:
+                seconds, n = time.perf_counter() - started, batch.batch.n_tokens
+                (self.single.append(seconds) if n == 1 else self.batches.append((n, seconds)))
+        ctx.decode = timed
+
+    def clear(self) -> None:
+        self.single.clear()
+        self.batches.clear()
+
+    def report(self, wall: float) -> str:
+        one, tokens = sum(self.single), sum(n for n, _ in self.batches)
+        many = sum(t for _, t in self.batches)
+        return (f"llama_decode: {len(self.single)} single tokens in {one:.1f} s "
+                f"({1000 * one / max(1, len(self.single)):.1f} ms each), {len(self.batches)} "
+                f"prompt batches of {tokens} tokens in {many:.1f} s "
+                f"({tokens / many if many else float('nan'):.0f} tok/s); everything else "
+                f"{wall - one - many:.1f} s")
+
+
+def worker_bench(worker, rows: list[dict], log=print, timer: DecodeTimer | None = None
+                 ) -> list[dict[str, float]]:
     """Each extract row's input through the store's worker (`MemWorkerBackend`: its extraction
     form and claim gate), one untimed warm-up call first: per row the wall seconds, the answer
-    tokens of every generation (all turns and retries) and the claims kept and gated away."""
+    tokens of every generation (all turns and retries) and the claims kept and gated away.
+    `timer` is cleared after the warm-up."""
     worker._run("extract", rows[0]["input"])
+    if timer is not None:
+        timer.clear()
     out = []
     for k, row in enumerate(rows, 1):
         started = time.perf_counter()
@@ -265,19 +302,84 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
                                         claim_gate=args.claim_gate)
     gate = worker.claim_gate.spec if worker.claim_gate else "none"
     print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}; "
-          f"{len(rows)} {set_name} extract windows of {args.corpus}, threads={args.threads}, "
+          f"{len(rows)} {set_name} extract windows of {args.corpus}, "
+          f"threads={worker.backend.llm.n_threads}, "
           f"n_ctx={args.n_ctx}")
     llm = worker.backend.llm
     rate0 = raw_decode_rate(llm)
+    timer = DecodeTimer(llm)
     started = time.perf_counter()
-    calls = worker_bench(worker, rows)
+    calls = worker_bench(worker, rows, timer=timer)
     elapsed = time.perf_counter() - started
+    timed = sum(c["wall"] for c in calls)
+    split = timer.report(timed)   # (before the decode-rate loop below adds its own)
     rate = (rate0 + raw_decode_rate(llm)) / 2
     print(f"raw decode rate {rate:.1f} tok/s (Llama.eval, one token at a time; "
           f"{rate0:.1f} before the requests)")
     print(worker_report(calls, rate))
+    print(f"{split} (over the {len(calls)} timed windows, {timed:.1f} s)")
     print(f"bench: {len(calls)} windows in {elapsed:.0f} s")
     return 0
+
+
+def context_rates(path: Path, threads: int, context: int = 900, n: int = 64) -> dict[str, float]:
+    """Prompt tokens/s (best of 3 evaluations of a `context`-token prompt) and decode tokens/s
+    (`Llama.eval` one token at a time after it, no sampling) of llama.cpp on `threads` threads."""
+    from memworker.inference.backends import LlamaCppBackend
+
+    llm = LlamaCppBackend(path, n_ctx=max(2048, context + n + 8), n_threads=threads).llm
+    try:
+        prompt = llm.tokenize(b"The memory worker reads events and writes facts. " * context,
+                              add_bos=False)[:context]
+        prompt_rate = 0.0
+        for _ in range(3):
+            llm.reset()
+            started = time.perf_counter()
+            llm.eval(prompt)
+            prompt_rate = max(prompt_rate, context / (time.perf_counter() - started))
+        started = time.perf_counter()
+        for _ in range(n):
+            llm.eval([prompt[-1]])
+        return {"prompt": prompt_rate, "decode": n / (time.perf_counter() - started)}
+    finally:
+        llm.close()
+
+
+#: --threads-sweep: the OpenMP wait policies compared ("PASSIVE" is what importing memworker sets)
+POLICIES = ("PASSIVE", "ACTIVE")
+
+
+def threads_sweep(path: Path, log=print) -> list[dict[str, Any]]:
+    """`context_rates` for 1 and 2 threads under each wait policy, on an idle machine and beside
+    one busy process (a Python loop holding a core): each in a fresh process, since the OpenMP
+    runtime reads its wait policy once, when it loads."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rows = []
+    for busy in (False, True):
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+        try:
+            for policy in POLICIES:
+                for threads in (1, 2):
+                    env = {**os.environ, "OMP_WAIT_POLICY": policy}
+                    code = ("import json, sys; from pathlib import Path; "
+                            "from memworker.inference.bench import context_rates; "
+                            "print(json.dumps(context_rates(Path(sys.argv[1]), int(sys.argv[2]))))")
+                    out = subprocess.run([sys.executable, "-c", code, str(path), str(threads)],
+                                         env=env, capture_output=True, text=True, check=True)
+                    rates = json.loads(out.stdout.strip().splitlines()[-1])
+                    rows.append({"machine": "one busy process" if busy else "idle",
+                                 "policy": policy, "threads": threads, **rates})
+                    log(f"  {rows[-1]['machine']}, {policy}, {threads} thread(s): decode "
+                        f"{rates['decode']:.1f} tok/s, prompt {rates['prompt']:.0f} tok/s")
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gguf", help="GGUF to benchmark (default: the embedded base)")
     p.add_argument("-n", type=int, default=6, help="timed requests per task and mode (6)")
-    p.add_argument("--threads", type=int, default=2, help="llama.cpp threads (2)")
+    p.add_argument("--threads", type=int, default=2,
+                   help="llama.cpp threads (2; 0: the backend's default, one for a small model)")
     p.add_argument("--n-ctx", type=int, default=2048, help="context window (2048)")
     p.add_argument("--budget", type=int, default=240,
                    help="output token budget for the dynamic schema (240)")
@@ -304,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extract-form", default="window", help="--worker: the extraction form")
     p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
                    help="--worker: the student's claim gate")
+    p.add_argument("--threads-sweep", action="store_true",
+                   help="instead of the modes: raw decode and prompt rates at a 900-token context "
+                        "for 1 and 2 threads under the PASSIVE and ACTIVE OpenMP wait policies, "
+                        "idle and beside one busy process (each in a fresh process)")
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("-n must be at least 1")
@@ -312,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"GGUF not found: {path}")
     if args.worker:
         return main_worker(args, path)
+    if args.threads_sweep:
+        print(f"model {path.name}: llama.cpp decode (one token at a time after a 900-token "
+              "prompt) and prompt rates")
+        threads_sweep(path)
+        return 0
     chosen = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not {"before", "after"} <= set(chosen) or not set(chosen) <= set(MODES):
         p.error(f"--modes must include before and after, from: {', '.join(MODES)}")
@@ -322,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     requests = {task: [codec.prepare(task, inputs, backend=first, budget_tokens=args.budget)
                        for inputs in SAMPLES[task]] for task in TASKS}
     print(f"model {path.name}, n={args.n} per task and mode, mixed task order, "
-          f"threads={args.threads}, n_ctx={args.n_ctx}, budget={args.budget} tokens")
+          f"threads={first.llm.n_threads}, n_ctx={args.n_ctx}, budget={args.budget} tokens")
     rate0 = raw_decode_rate(first.llm)
     started = time.perf_counter()
     results = bench(backends, requests, args.n)

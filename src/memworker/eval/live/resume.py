@@ -68,7 +68,7 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
 
         model["gguf_sha256"] = sha256_file(arm.target)
         model["llama_cpp"] = getattr(llama_cpp, "__version__", None)
-        sampler_record["threads"] = threads or default_threads()
+        sampler_record["threads"] = threads or default_threads(Path(arm.target).stat().st_size)
     elif arm.kind == "rules":
         from memworker.eval import rules
 
