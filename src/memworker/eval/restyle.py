@@ -1,0 +1,227 @@
+"""`python eval/restyle.py`: does an extractor keep finding the same facts when the same
+conversation is written in fewer, longer messages?
+
+The corpus writes a user's news as several short messages with assistant replies between them;
+people often write one long message instead (the hand-written natural set does, and the released
+student answers 146 of its 156 turns with no claim). This diagnostic rewrites extract rows of a
+corpus split so that each run of trusted user messages on one calendar day, with only assistant
+replies between them, becomes one message: their texts joined in order with a space, at the first
+one's time; the assistant replies inside the run are left out; tool output, untrusted text and
+other days stay as they were (`merge_user_days`). Every gold claim and world-state fact keeps its
+quotes (still exact spans of the merged message) and points to the merged message's index; the
+rewritten row must pass the corpus audit (`memworker.corpus.audit.audit_row`), else it is left
+out and counted. The facts to find are the same, so coverage should not move.
+
+Each arm (`eval/run.py`'s arm syntax; a model arm with `--extract-form` and `--claim-gate` as a
+release runs it) answers the first N extract rows of the split as they are and rewritten, graded
+by the evaluator's grader. Printed first, the gold claims per user message (by the message a turn
+would ask for them: the latest event a claim quotes); then per arm: user messages and turns, turns with a claim, claims
+written (before the gate), claims kept, support and coverage, and the paired coverage difference
+(rewritten − as is) with its 95 % interval over episodes. Design sets only (val): it changes the
+rows' wording, not their labels, so it tells whether a training change carries over to longer
+messages without touching the natural or test sets.
+
+    python eval/restyle.py --arm g3=release/memworker-smollm2-135m-coding-q8_0.gguf --arm rules \\
+        --set val --limit 64 --extract-form turns --claim-gate "g3=first(predicate)+first(value)>=-0.14"
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from typing import Any
+
+from memworker.eval import stats
+from memworker.eval.runner import (
+    EvalError,
+    Sampler,
+    assign_gates,
+    close_backend,
+    load_eval_rows,
+    make_backend,
+    parse_arm,
+    run_row,
+)
+
+DESIGN_SETS = ("val",)
+
+
+def _mergeable(event: dict[str, Any]) -> bool:
+    return event["role"] == "user" and event.get("trusted", True)
+
+
+def merge_user_days(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The extract `row` with each same-day run of trusted user messages (assistant replies
+    between them left out) merged into one message, every index in its input, gold and truth
+    renumbered; None when nothing merges (the row would be the same)."""
+    events = row["input"]["events"]
+    groups: list[list[int]] = []      # event positions kept, a merged message's members together
+    open_group: list[int] | None = None
+    for pos, event in enumerate(events):
+        day = event["timestamp"][:10]
+        if _mergeable(event):
+            if open_group is not None and events[open_group[0]]["timestamp"][:10] == day:
+                open_group.append(pos)
+                continue
+            open_group = [pos]
+            groups.append(open_group)
+        elif event["role"] == "assistant" and open_group is not None and any(
+                _mergeable(e) and e["timestamp"][:10] == events[open_group[0]]["timestamp"][:10]
+                for e in events[pos + 1:pos + 2]):
+            continue                  # a reply inside a run (a same-day user message next)
+        else:
+            open_group = None
+            groups.append([pos])
+    if all(len(g) == 1 for g in groups) and len(groups) == len(events):
+        return None
+    new_index: dict[int, int] = {}
+    merged_events = []
+    for k, group in enumerate(groups):
+        first = dict(events[group[0]])
+        first["text"] = " ".join(events[p]["text"] for p in group)
+        first["index"] = k
+        merged_events.append(first)
+        for p in group:
+            new_index[events[p]["index"]] = k
+    out = copy.deepcopy(row)
+    out["input"]["events"] = merged_events
+
+    def renumber(item: dict[str, Any]) -> None:
+        if "source_indices" in item:
+            item["source_indices"] = [new_index[i] for i in item["source_indices"]]
+
+    for claim in out["gold"].get("claims", []):
+        renumber(claim)
+    for fact in (out.get("truth") or {}).get("facts", []):
+        renumber(fact)
+    return out
+
+
+def restyled_rows(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict, dict]], dict[str, int]]:
+    """(as is, rewritten) pairs of the extract rows that merge and pass the audit, and counts of
+    the rows left out (nothing to merge, audit violations)."""
+    from memworker.corpus.audit import audit_row
+
+    pairs, left = [], {"nothing to merge": 0, "audit violations": 0}
+    for row in rows:
+        merged = merge_user_days(row)
+        if merged is None:
+            left["nothing to merge"] += 1
+        elif audit_row(merged):
+            left["audit violations"] += 1
+        else:
+            pairs.append((row, merged))
+    return pairs, left
+
+
+def gold_per_message(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """The rows' gold claims by the user message a turn would ask for them (the latest event a
+    claim quotes, as `memworker.turns` assigns them): messages holding one and two or more."""
+    from collections import Counter
+
+    out = {"claims": 0, "messages": 0, "with_one": 0, "with_more": 0}
+    for row in rows:
+        per = Counter(max(c["source_indices"]) for c in row["gold"].get("claims", []))
+        out["claims"] += sum(per.values())
+        out["messages"] += sum(e["role"] == "user" for e in row["input"]["events"])
+        out["with_one"] += sum(n == 1 for n in per.values())
+        out["with_more"] += sum(n > 1 for n in per.values())
+    return out
+
+
+def _counts(sample: dict[str, Any]) -> dict[str, int]:
+    from memworker.inference.gate import claim_spans
+
+    generations = sample.get("turns") or sample.get("attempts") or []
+    accepted = [g for g in generations if g.get("error") is None]
+    written = [len(claim_spans(g["raw"])) for g in accepted] if sample.get("turns") else \
+        [len(claim_spans(accepted[-1]["raw"]))] if accepted else []
+    c = sample["verdicts"]["counts"]
+    return {"turns": len(written), "turns_with_claims": sum(n > 0 for n in written),
+            "written": sum(written), "kept": c["claims"], "supported": c["supported"],
+            "covered": c["covered"], "required": c["required"]}
+
+
+def compare(arm_samples: list[tuple[dict, dict, dict, dict]]) -> dict[str, Any]:
+    """Totals as is / rewritten and the paired coverage difference from (row, merged row,
+    sample as is, sample rewritten) of one arm."""
+    def total(which: int) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for entry in arm_samples:
+            for k, v in _counts(entry[which]).items():
+                out[k] = out.get(k, 0) + v
+        out["user_messages"] = sum(e["role"] == "user" for entry in arm_samples
+                                   for e in entry[which - 2]["input"]["events"])
+        return out
+
+    cov = [[(_counts(e[k])["covered"], _counts(e[k])["required"]) for e in arm_samples]
+           for k in (2, 3)]
+    episodes = [e[0]["episode"] for e in arm_samples]
+    return {"as_is": total(2), "rewritten": total(3),
+            "coverage_diff": (stats.ratio(cov[1]) or 0.0) - (stats.ratio(cov[0]) or 0.0),
+            "coverage_ci": stats.paired_bootstrap(cov[1], cov[0], episodes)}
+
+
+def _line(name: str, t: dict[str, int]) -> str:
+    sup = f"{t['supported']}/{t['kept']}" + (f" = {t['supported'] / t['kept']:.3f}" if t["kept"]
+                                             else "")
+    cov = f"{t['covered']}/{t['required']}" + (
+        f" = {t['covered'] / t['required']:.3f}" if t["required"] else "")
+    return (f"  {name}: {t['user_messages']} user messages, {t['turns']} answers "
+            f"({t['turns_with_claims']} with a claim), {t['written']} claims written, "
+            f"{t['kept']} kept; support {sup}, coverage {cov}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="eval/restyle.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--arm", action="append", required=True, help="as eval/run.py (repeatable)")
+    p.add_argument("--set", default="val", choices=DESIGN_SETS, help="a design split (val)")
+    p.add_argument("--corpus", default="data/corpus")
+    p.add_argument("--limit", type=int, default=64, help="first N extract rows that merge (64)")
+    p.add_argument("--extract-form", default="window", help="model arms' extraction form")
+    p.add_argument("--claim-gate", action="append", default=[], metavar="[ARM=]SPEC",
+                   help="a model arm's claim gate, as eval/run.py")
+    p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    try:
+        arms = [parse_arm(a) for a in args.arm]
+        arms = assign_gates(arms, args.claim_gate, args.extract_form)
+        rows = [r for r in load_eval_rows(args.corpus, args.set) if r["task"] == "extract"]
+        pairs, left = restyled_rows(rows)
+        pairs = pairs[:args.limit]
+        if not pairs:
+            raise EvalError(f"no {args.set} extract row merges")
+        sampler = Sampler(threads=args.threads, max_tokens_cap=args.max_tokens,
+                          extract_form=args.extract_form)
+        print(f"{len(pairs)} {args.set} extract rows rewritten (of {len(rows)}; left out: "
+              f"{left['nothing to merge']} with nothing to merge, {left['audit violations']} "
+              "failing the audit)")
+        for label, k in (("as is", 0), ("rewritten", 1)):
+            g = gold_per_message([pair[k] for pair in pairs])
+            print(f"gold, {label}: {g['claims']} claims on {g['messages']} user messages; "
+                  f"{g['with_one']} messages hold one, {g['with_more']} two or more")
+        for arm in arms:
+            backend = make_backend(arm, sampler)
+            form = "window" if arm.kind == "rules" else args.extract_form
+            started, done = time.perf_counter(), []
+            try:
+                for row, merged in pairs:
+                    a, b = (run_row(backend, r, sampler, form=form, claim_gate=arm.claim_gate)
+                            for r in (row, merged))   # graded by the evaluator's grader
+                    done.append((row, merged, a, b))
+            finally:
+                close_backend(backend)
+            result = compare(done)
+            ci = result["coverage_ci"]
+            print(f"{arm.name} ({time.perf_counter() - started:.0f} s):")
+            print(_line("as is    ", result["as_is"]))
+            print(_line("rewritten", result["rewritten"]))
+            print(f"  coverage rewritten − as is: {result['coverage_diff']:+.3f}"
+                  + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""))
+    except (EvalError, OSError, ValueError) as exc:
+        print(f"eval/restyle.py: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
