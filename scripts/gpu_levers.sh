@@ -10,8 +10,10 @@
 #   2. `nf4`: NF4 QLoRA, bf16 compute, gradient checkpointing, no shared prefix (the production
 #      profile's CUDA path) on the tiny base, 15 steps, beside
 #   3. the levers, side by side, fresh from the base on the general train split in the turns
-#      form: decision weight 1, 3 and 10 (E19 used 10), $STEPS steps each (default 300: 1.08
-#      epochs at 8,192 tokens per batch), lr 4e-4, a --sitting-minutes backstop;
+#      form: $LEVERS, each "decision weight:merged-days share" (default "1:0 3:0 10:0": decision
+#      weight 1, 3 and 10, E20; "3:0 3:0.5 3:1" compares training with each day's user messages
+#      merged, train/README "Longer messages"), $STEPS steps each (default 300: 1.08 epochs at
+#      8,192 tokens per batch), lr 4e-4, a --sitting-minutes backstop;
 #   4. every run folder (adapter, receipt, trainer state; no optimizer state) is tarred and split
 #      into 15 MiB pieces under $OUT with the logs (`cat runs.tar.part-* | tar x` joins them).
 set -uo pipefail
@@ -63,12 +65,18 @@ run nf4 $(( $(left) - 10 )) --qlora --gradient-checkpointing --no-share-prefix -
 # 0.78-0.80 s per step each on one H200 (234-240 s; train/README "E20"). A 10-step probe run alone
 # measured 1.85 s/step (CUDA warm-up): do not size the levers from a short probe.
 STEPS=${STEPS:-300}
+LEVERS=${LEVERS:-"1:0 3:0 10:0"}   # E20's; e.g. "3:0 3:0.5 3:1" for the merged-days lever
 EVAL=$(( (STEPS + 2) / 3 ))
 MINUTES=$($PY -c "print(round(($(left) - 25) / 60, 2))")
 log "levers: $STEPS steps each (eval every $EVAL), backstop $MINUTES min"
-for w in 1 3 10; do
-    run "dw$w" $(( $(left) - 5 )) "${LEVER[@]}" --max-steps "$STEPS" --val-rows "${VAL_ROWS:-64}" \
-        --eval-steps "$EVAL" --save-steps "$EVAL" --decision-weight "$w" --sitting-minutes "$MINUTES" &
+NAMES=()
+for lever in $LEVERS; do   # decision weight:share of windows also trained merged (train/README
+    w=${lever%%:*}; m=${lever#*:}   # "Longer messages"; 0: none)
+    name="dw$w"; [ "$m" = 0 ] || name="dw$w-m$m"
+    NAMES+=("$name")
+    run "$name" $(( $(left) - 5 )) "${LEVER[@]}" --max-steps "$STEPS" --val-rows "${VAL_ROWS:-64}" \
+        --eval-steps "$EVAL" --save-steps "$EVAL" --decision-weight "$w" --merged-days "$m" \
+        --sitting-minutes "$MINUTES" &
 done
 wait  # the levers, and the NF4 check, which ends by its own limit at the latest
 nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
@@ -76,7 +84,7 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
 # pack: finished runs keep their folder minus checkpoints; unfinished ones their latest checkpoint
 cd "$W" || exit 1
 list=()
-for name in nf4 dw1 dw3 dw10; do
+for name in nf4 "${NAMES[@]}"; do
     d=$name/coding
     [ -d "$d" ] || continue
     files=(receipt.json sittings.json config.json trainer_state.json)

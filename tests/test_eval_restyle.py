@@ -7,6 +7,7 @@ import copy
 from memworker.corpus.audit import audit_row
 from memworker.eval import restyle
 from memworker.eval.runner import load_eval_rows
+from memworker.packing import merge_row
 
 
 def _event(i: int, role: str, at: str, text: str, trusted: bool = True) -> dict:
@@ -33,7 +34,7 @@ def test_a_days_user_messages_merge_and_every_index_follows():
               {"quotes": ["I like tea."], "source_indices": [6]}]
     row = _row(events, claims)
     before = copy.deepcopy(row)
-    merged = restyle.merge_user_days(row)
+    merged = merge_row(row)
     assert row == before                                     # the input row is not changed
     got = [(e["index"], e["role"], e["text"]) for e in merged["input"]["events"]]
     assert got == [(0, "user", "I moved to Porto. I work as a nurse."),
@@ -48,10 +49,10 @@ def test_a_days_user_messages_merge_and_every_index_follows():
     assert restyle.gold_per_message([row]) == {"claims": 2, "messages": 5, "with_one": 2,
                                                 "with_more": 0}
     row["gold"]["claims"][0]["source_indices"] = [0]      # a claim on "I moved to Porto."
-    assert restyle.gold_per_message([restyle.merge_user_days(row)]) == {
+    assert restyle.gold_per_message([merge_row(row)]) == {
         "claims": 2, "messages": 4, "with_one": 2, "with_more": 0}
     row["gold"]["claims"].append({"quotes": ["I work as a nurse."], "source_indices": [2]})
-    assert restyle.gold_per_message([restyle.merge_user_days(row)])["with_more"] == 1
+    assert restyle.gold_per_message([merge_row(row)])["with_more"] == 1
     for claim in merged["gold"]["claims"]:                   # quotes: exact spans still
         assert claim["quotes"][0] in merged["input"]["events"][claim["source_indices"][0]]["text"]
 
@@ -59,7 +60,7 @@ def test_a_days_user_messages_merge_and_every_index_follows():
 def test_a_row_with_nothing_to_merge_is_none():
     events = [_event(0, "user", "2025-01-01", "Hi."), _event(1, "assistant", "2025-01-01", "Hi!"),
               _event(2, "user", "2025-01-02", "Bye.")]
-    assert restyle.merge_user_days(_row(events, [])) is None
+    assert merge_row(_row(events, [])) is None
 
 
 def test_the_rewritten_corpus_rows_pass_the_audit(tiny_corpus):

@@ -17,7 +17,8 @@ from tests.helpers import shell_logical_lines
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {  # each script, and flags the parse must find in it
     "gpu_levers.sh": {"--stage", "--extract-form", "--decision-weight", "--qlora",
-                      "--sitting-minutes", "--max-batch-tokens", "--gradient-checkpointing"},
+                      "--sitting-minutes", "--max-batch-tokens", "--gradient-checkpointing",
+                      "--merged-days"},
     "resume_vs_warmstart.sh": {"--stage", "--extract-form", "--sitting-minutes", "--parent-run",
                                "--max-steps", "--lora-layers"},
 }

@@ -282,3 +282,38 @@ def test_a_task_with_share_0_is_left_out_of_training_and_validation(assets):
     assert some["train"] == [r for r in everything["train"] if r["task"] != "extract"]
     assert some["provenance"]["left_out_tasks"] == ["extract"]
     assert "left_out_tasks" not in everything["provenance"]
+
+
+def test_merged_days_add_the_chosen_windows_in_fewer_longer_messages(assets):
+    """`--merged-days S`: an S share of the train extract windows is also trained with each
+    day's user messages merged into one (labels carried over: the turns' answers decode to the
+    merged window's gold); val is unchanged; the provenance counts the rows."""
+    import json as _json
+
+    from memworker import packing, turns, wire
+    from memworker.corpus import load_rows
+    from memworker.train import config as tconfig
+
+    def prepared(**over) -> dict:
+        cfg = tconfig.load_stage("coding", overrides={
+            "corpus": str(assets["coding"]), "val_rows": 4, "extract_form": "turns", **over})
+        return tloop.prepare_data(cfg)
+
+    plain, merged = prepared(), prepared(merged_days=1.0)
+    added = [r for r in merged["train"] if r["id"].endswith("+merged")]
+    assert added and len(merged["train"]) == len(plain["train"]) + len(added)
+    assert merged["val"] == plain["val"]
+    assert merged["provenance"]["merged_days"] == {"share": 1.0, "rows": len(added)}
+    assert "merged_days" not in plain["provenance"]
+    canonical = {r["id"]: r for r in load_rows(assets["coding"], "train", form="canonical")}
+    for row in added:
+        window = packing.merge_row(canonical[row["id"][:-len("+merged")]])
+        answers = [_json.loads(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
+        assert len(answers) == len(turns.turn_events(window["input"]["events"]))
+        got = wire.from_wire("extract", turns.merge_claims(answers), window["input"])
+        assert wire.comparable_answer("extract", got) == \
+            wire.comparable_answer("extract", window["gold"])
+    half = prepared(merged_days=0.5)["provenance"]["merged_days"]["rows"]
+    assert 0 < half < len(added)
+    with pytest.raises(tconfig.ConfigError, match="merged_days"):
+        tconfig.load_stage("coding", overrides={"merged_days": 1.5}).validate()

@@ -1,22 +1,17 @@
 """`python eval/restyle.py`: does an extractor keep finding the same facts when the same
 conversation is written in fewer, longer messages?
 
-The corpus writes a user's news as several short messages with assistant replies between them;
-people often write one long message instead (the hand-written natural set does, and the released
-student answers 146 of its 156 turns with no claim). This diagnostic rewrites extract rows of a
-corpus split so that each run of trusted user messages on one calendar day, with only assistant
-replies between them, becomes one message: their texts joined in order with a space, at the first
-one's time; the assistant replies inside the run are left out; tool output, untrusted text and
-other days stay as they were (`merge_user_days`). Every gold claim and world-state fact keeps its
-quotes (still exact spans of the merged message) and points to the merged message's index; the
-rewritten row must pass the corpus audit (`memworker.corpus.audit.audit_row`), else it is left
-out and counted. The facts to find are the same, so coverage should not move.
+The released student answers 146 of the natural set's 156 turns with no claim; the natural set
+may not steer a design. This diagnostic rewrites extract rows of a design split with each day's
+user messages merged into one (`memworker.packing.merge_row`: same words, same facts, labels
+carried over); a rewritten row must pass the corpus audit (`memworker.corpus.audit.audit_row`),
+else it is left out and counted. The facts to find are the same, so coverage should not move.
 
 Each arm (`eval/run.py`'s arm syntax; a model arm with `--extract-form` and `--claim-gate` as a
 release runs it) answers the first N extract rows of the split as they are and rewritten, graded
-by the evaluator's grader. Printed first, the gold claims per user message (by the message a turn
-would ask for them: the latest event a claim quotes); then per arm: user messages and turns, turns with a claim, claims
-written (before the gate), claims kept, support and coverage, and the paired coverage difference
+by the evaluator's grader. Printed first, the gold claims per user message (by the message a
+turn would ask for them: the latest event a claim quotes); then per arm: user messages and
+turns, turns with a claim, claims written (before the gate), claims kept, support and coverage, and the paired coverage difference
 (rewritten − as is) with its 95 % interval over episodes. Design sets only (val): it changes the
 rows' wording, not their labels, so it tells whether a training change carries over to longer
 messages without touching the natural or test sets.
@@ -28,7 +23,6 @@ messages without touching the natural or test sets.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from typing import Any
@@ -44,59 +38,9 @@ from memworker.eval.runner import (
     parse_arm,
     run_row,
 )
+from memworker.packing import merge_row
 
 DESIGN_SETS = ("val",)
-
-
-def _mergeable(event: dict[str, Any]) -> bool:
-    return event["role"] == "user" and event.get("trusted", True)
-
-
-def merge_user_days(row: dict[str, Any]) -> dict[str, Any] | None:
-    """The extract `row` with each same-day run of trusted user messages (assistant replies
-    between them left out) merged into one message, every index in its input, gold and truth
-    renumbered; None when nothing merges (the row would be the same)."""
-    events = row["input"]["events"]
-    groups: list[list[int]] = []      # event positions kept, a merged message's members together
-    open_group: list[int] | None = None
-    for pos, event in enumerate(events):
-        day = event["timestamp"][:10]
-        if _mergeable(event):
-            if open_group is not None and events[open_group[0]]["timestamp"][:10] == day:
-                open_group.append(pos)
-                continue
-            open_group = [pos]
-            groups.append(open_group)
-        elif event["role"] == "assistant" and open_group is not None and any(
-                _mergeable(e) and e["timestamp"][:10] == events[open_group[0]]["timestamp"][:10]
-                for e in events[pos + 1:pos + 2]):
-            continue                  # a reply inside a run (a same-day user message next)
-        else:
-            open_group = None
-            groups.append([pos])
-    if all(len(g) == 1 for g in groups) and len(groups) == len(events):
-        return None
-    new_index: dict[int, int] = {}
-    merged_events = []
-    for k, group in enumerate(groups):
-        first = dict(events[group[0]])
-        first["text"] = " ".join(events[p]["text"] for p in group)
-        first["index"] = k
-        merged_events.append(first)
-        for p in group:
-            new_index[events[p]["index"]] = k
-    out = copy.deepcopy(row)
-    out["input"]["events"] = merged_events
-
-    def renumber(item: dict[str, Any]) -> None:
-        if "source_indices" in item:
-            item["source_indices"] = [new_index[i] for i in item["source_indices"]]
-
-    for claim in out["gold"].get("claims", []):
-        renumber(claim)
-    for fact in (out.get("truth") or {}).get("facts", []):
-        renumber(fact)
-    return out
 
 
 def restyled_rows(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict, dict]], dict[str, int]]:
@@ -106,7 +50,7 @@ def restyled_rows(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict, dict]], 
 
     pairs, left = [], {"nothing to merge": 0, "audit violations": 0}
     for row in rows:
-        merged = merge_user_days(row)
+        merged = merge_row(row)
         if merged is None:
             left["nothing to merge"] += 1
         elif audit_row(merged):

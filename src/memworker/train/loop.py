@@ -269,6 +269,24 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str) -> list[di
     return out
 
 
+def _merged_rows(folder: Path, cfg: StageConfig) -> list[dict]:
+    """The train split's extract windows in `cfg.merged_days`' share, each day's user messages
+    merged into one (`memworker.packing`), in the stage's form; windows that do not merge, and
+    those a task share of 0 leaves out, give none."""
+    from memworker import packing
+    from memworker.corpus import load_rows
+
+    if "extract" in left_out_tasks(cfg.task_shares):
+        return []
+    out = []
+    for row in load_rows(folder, "train", form="canonical"):
+        if row["task"] == "extract" and packing.chosen(row["id"], cfg.merged_days):
+            merged = packing.training_row(row, cfg.extract_form)
+            if merged is not None:
+                out.append(merged)
+    return out
+
+
 def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     """Verified, seeded, optionally replay-mixed rows per split + their provenance."""
     corpus = Path(cfg.corpus)
@@ -285,6 +303,9 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     if cfg.extract_form != "window":
         train = _form_rows(corpus, "train", train, cfg.extract_form)
         val = _form_rows(corpus, "val", val, cfg.extract_form)
+    merged = _merged_rows(corpus, cfg) if cfg.merged_days else []
+    if merged:
+        train = tdata.seeded_order(train + merged, cfg.seed, "merged")
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
         "manifest_sha256": manifest_sha256,
@@ -306,6 +327,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         train = tdata.seeded_order(train + pool[:n], cfg.seed, "mix")
     if cfg.extract_form != "window":
         provenance["extract_form"] = cfg.extract_form
+    if cfg.merged_days:
+        provenance["merged_days"] = {"share": cfg.merged_days, "rows": len(merged)}
     if left_out:
         provenance["left_out_tasks"] = sorted(left_out)
     if cfg.train_rows:
