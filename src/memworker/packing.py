@@ -22,6 +22,10 @@ def _mergeable(event: dict[str, Any]) -> bool:
     return event["role"] == "user" and event.get("trusted", True)
 
 
+def _day(event: dict[str, Any]) -> str:
+    return event["timestamp"][:10]
+
+
 def merge_row(row: dict[str, Any]) -> dict[str, Any] | None:
     """The extract `row` with each same-day run of trusted user messages (assistant replies
     between them left out) merged into one message, every index in its input, gold and truth
@@ -30,21 +34,21 @@ def merge_row(row: dict[str, Any]) -> dict[str, Any] | None:
     groups: list[list[int]] = []      # event positions kept, a merged message's members together
     open_group: list[int] | None = None
     for pos, event in enumerate(events):
-        day = event["timestamp"][:10]
+        run_day = _day(events[open_group[0]]) if open_group is not None else None
         if _mergeable(event):
-            if open_group is not None and events[open_group[0]]["timestamp"][:10] == day:
+            if _day(event) == run_day:
                 open_group.append(pos)
                 continue
             open_group = [pos]
             groups.append(open_group)
-        elif event["role"] == "assistant" and open_group is not None and any(
-                _mergeable(e) and e["timestamp"][:10] == events[open_group[0]]["timestamp"][:10]
-                for e in events[pos + 1:pos + 2]):
+            continue
+        following = events[pos + 1] if pos + 1 < len(events) else None
+        if (event["role"] == "assistant" and following is not None and _mergeable(following)
+                and _day(following) == run_day):
             continue                  # a reply inside a run (a same-day user message next)
-        else:
-            open_group = None
-            groups.append([pos])
-    if all(len(g) == 1 for g in groups) and len(groups) == len(events):
+        open_group = None
+        groups.append([pos])
+    if len(groups) == len(events):    # a reply is left out only where a message joins a run
         return None
     new_index: dict[int, int] = {}
     merged_events = []
@@ -78,22 +82,14 @@ def chosen(row_id: str, share: float) -> bool:
 
 def training_row(canonical: dict[str, Any], form: str) -> dict[str, Any] | None:
     """The wire training row (chat messages) of an extract window with each day's user messages
-    merged (`merge_row`), in the window or turns form (`memworker.turns`); None when nothing
-    merges. Its id is the window's with "+merged"."""
-    from memworker import turns, wire
-    from memworker.prompts import render
+    merged (`merge_row`), as the corpus writes a row (`corpus.build.wire_row`) and training puts
+    it in its extraction form (`turns.to_form_row`); None when nothing merges. Its id is the
+    window's with "+merged"."""
+    from memworker import turns
+    from memworker.corpus.build import wire_row
 
     merged = merge_row(canonical)
     if merged is None:
         return None
-    inputs, answer = merged["input"], wire.to_wire("extract", merged["gold"])
-    if form == "turns":
-        messages = turns.training_messages(inputs, answer)
-    elif form == "window":
-        messages = render("extract", inputs) + [
-            {"role": "assistant", "content": wire.dump_answer("extract", answer)}]
-    else:
-        raise ValueError(f"merged windows are trained in the window or turns form, not {form!r}")
-    keep = ("behaviours", "domain", "episode", "family", "split", "task")
-    return {**{k: canonical[k] for k in keep if k in canonical},
-            "id": canonical["id"] + "+merged", "messages": messages}
+    row = {**wire_row(merged), "id": canonical["id"] + "+merged"}
+    return turns.to_form_row(row, merged["input"], form)

@@ -91,19 +91,20 @@ def _counts(sample: dict[str, Any]) -> dict[str, int]:
 def compare(arm_samples: list[tuple[dict, dict, dict, dict]]) -> dict[str, Any]:
     """Totals as is / rewritten and the paired coverage difference from (row, merged row,
     sample as is, sample rewritten) of one arm."""
-    def total(which: int) -> dict[str, int]:
+    counts = [(_counts(a), _counts(b)) for _, _, a, b in arm_samples]
+
+    def total(k: int) -> dict[str, int]:
         out: dict[str, int] = {}
-        for entry in arm_samples:
-            for k, v in _counts(entry[which]).items():
-                out[k] = out.get(k, 0) + v
+        for pair in counts:
+            for name, v in pair[k].items():
+                out[name] = out.get(name, 0) + v
         out["user_messages"] = sum(e["role"] == "user" for entry in arm_samples
-                                   for e in entry[which - 2]["input"]["events"])
+                                   for e in entry[k]["input"]["events"])
         return out
 
-    cov = [[(_counts(e[k])["covered"], _counts(e[k])["required"]) for e in arm_samples]
-           for k in (2, 3)]
+    cov = [[(pair[k]["covered"], pair[k]["required"]) for pair in counts] for k in (0, 1)]
     episodes = [e[0]["episode"] for e in arm_samples]
-    return {"as_is": total(2), "rewritten": total(3),
+    return {"as_is": total(0), "rewritten": total(1),
             "coverage_diff": (stats.ratio(cov[1]) or 0.0) - (stats.ratio(cov[0]) or 0.0),
             "coverage_ci": stats.paired_bootstrap(cov[1], cov[0], episodes)}
 

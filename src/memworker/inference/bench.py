@@ -78,9 +78,11 @@ def mixed_plan(n: int, tasks: tuple[str, ...] = TASKS, start: int = 0) -> list[t
     return [(task, (start + k) % len(SAMPLES[task])) for k in range(n) for task in tasks]
 
 
-def raw_decode_rate(llm, n: int = 64) -> float:
-    """Tokens/s of `Llama.eval` one token at a time after a short prompt (no sampling)."""
-    prompt = llm.tokenize(b"The memory worker reads events and writes facts.", add_bos=False)
+def raw_decode_rate(llm, n: int = 64, prompt: list[int] | None = None) -> float:
+    """Tokens/s of `Llama.eval` one token at a time after a prompt (default a short one; no
+    sampling)."""
+    if prompt is None:
+        prompt = llm.tokenize(b"The memory worker reads events and writes facts.", add_bos=False)
     llm.reset()
     llm.eval(prompt)
     token = prompt[-1]
@@ -337,10 +339,7 @@ def context_rates(path: Path, threads: int, context: int = 900, n: int = 64) -> 
             started = time.perf_counter()
             llm.eval(prompt)
             prompt_rate = max(prompt_rate, context / (time.perf_counter() - started))
-        started = time.perf_counter()
-        for _ in range(n):
-            llm.eval([prompt[-1]])
-        return {"prompt": prompt_rate, "decode": n / (time.perf_counter() - started)}
+        return {"prompt": prompt_rate, "decode": raw_decode_rate(llm, n, prompt)}
     finally:
         llm.close()
 
