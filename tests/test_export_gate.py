@@ -207,6 +207,64 @@ def test_the_natural_set_needs_extraction_not_below_the_rules_only(tmp_path):
                for p in problems)
 
 
+def _graded(support: list[tuple[int, int]], required: list[int]) -> dict:
+    """Per-row graded extract results as `eval.summary` holds them (one episode per row)."""
+    return {f"r{i}": {"metrics": {"extract_support": list(s), "extract_coverage": [s[0], q]},
+                      "counts": {"required": q}}
+            for i, (s, q) in enumerate(zip(support, required, strict=True))}
+
+
+def test_above_the_rules_unattainable_on_the_rows_is_judged_not_below(tmp_path):
+    """Like the held-out set: 32 episodes with 4 facts each; the rules write 10 claims in 9 of
+    them, 8 supported. Even an arm writing exactly the gold (support 1.0) gets a support interval
+    from 0, so the check is "not below rules" there, and says why; coverage stays "above"."""
+    from memworker.eval.summary import paired_metric
+
+    required = [4] * 32
+    rules = _graded([(1, 1)] * 7 + [(1, 2)] + [(0, 1)] + [(0, 0)] * 23, required)
+    student = _graded([(1, 1)] * 12 + [(0, 1)] * 3 + [(0, 0)] * 17, required)
+    by_id = {i: {"episode": f"e{i}"} for i in rules}
+    ids = sorted(rules)
+    items = {m: paired_metric(student, rules, ids, m, by_id, binary=False, resamples=400,
+                              seed=0) for m in ("extract_support", "extract_coverage")}
+    support, cover = items["extract_support"], items["extract_coverage"]
+    assert support["reach"][0] == 0 < support["reach"][1]  # the gold itself cannot show it
+    assert support["ci"][0] < 0 < support["ci"][1]
+    assert cover["reach"][0] > 0.5 and cover["ci"][0] > 0  # 12 vs 8 of 128 facts
+    doc = summary([1] * 16, GOOD_SUPPORT)
+    doc["comparisons"][1]["tasks"]["extract"] = items
+    out = make_release(tmp_path)
+    record_evaluation(out, {"heldout": doc}, receipts_dir=None)
+    assert verify_release(out, None, load=False) == []
+    g = receipt(out)["gate"]
+    check = next(c for c in g["checks"] if c["metric"] == "extract_support"
+                 and c["versus"] == "rules")
+    assert check["status"] == "ok"
+    assert check["check"] == "not below rules (above rules unattainable)"
+    assert check["reach"] == support["reach"]
+    assert check["unattainable"].startswith(
+        "no arm can be shown above rules on these rows: one that writes exactly the gold gets "
+        "[+0.000, ")
+    assert next(c for c in g["checks"] if c["metric"] == "extract_coverage"
+                and c["versus"] == "rules")["check"] == "above rules"
+    assert "not below rules (above rules unattainable)" in (out / "README.md").read_text()
+    # worse than the rules beyond the interval still fails there
+    worse = _graded([(0, 1)] * 9 + [(0, 0)] * 23, required)
+    doc["comparisons"][1]["tasks"]["extract"]["extract_support"] = paired_metric(
+        worse, rules, ids, "extract_support", by_id, binary=False, resamples=400, seed=0)
+    record_evaluation(out, {"heldout": doc}, receipts_dir=None)
+    problems = verify_release(out, None, load=False)
+    assert len(problems) == 1 and problems[0].startswith(
+        f"{out / 'release-receipt.json'}: release gate [not below rules (above rules "
+        "unattainable)]: the student is worse than rules on extract extract_support")
+    # where the gold could be shown above the rules, the check stays "above" and fails
+    reach = dict(support, reach=[0.1, 0.4])
+    doc["comparisons"][1]["tasks"]["extract"]["extract_support"] = reach
+    record_evaluation(out, {"heldout": doc}, receipts_dir=None)
+    problems = verify_release(out, None, load=False)
+    assert len(problems) == 1 and "release gate [above rules]" in problems[0]
+
+
 def test_a_missing_rules_comparison_fails_naming_it(tmp_path):
     out = make_release(tmp_path)
     record_evaluation(out, {"heldout": summary([1] * 16, GOOD_SUPPORT, extract_coverage=None)},

@@ -57,12 +57,22 @@ def _fmt_ci(ci: list[float] | None) -> str:
     return "–" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+#: extract metrics whose comparisons also carry `reach`: the interval of the best possible arm
+REACH_METRICS = ("extract_support", "extract_coverage")
+
+
 def paired_metric(a: dict[str, Any], b: dict[str, Any], ids: list[str], metric: str,
                   by_id: dict[str, Any], *, binary: bool, resamples: int, seed: int
                   ) -> dict[str, Any]:
     """Arm a vs arm b on one metric over the rows `ids` both graded (per-row graded results keyed
     by row id): ratios, their difference, the paired bootstrap interval over episodes, and for a
-    binary metric the exact McNemar test."""
+    binary metric the exact McNemar test.
+
+    For extract support and coverage also `reach`: the paired interval that an arm writing
+    exactly the gold (every required fact, every claim supported: [required, required] on each
+    row) would get against b on the same rows and resamples. No arm can show more, so when its
+    lower bound is not above 0, these rows cannot show any arm above b (b's own claims are too
+    few: the release gate, `memworker.export.gate`, reads it)."""
     have = [i for i in ids if metric in a[i]["metrics"] and metric in b[i]["metrics"]]
     pa = [a[i]["metrics"][metric] for i in have]
     pb = [b[i]["metrics"][metric] for i in have]
@@ -73,6 +83,11 @@ def paired_metric(a: dict[str, Any], b: dict[str, Any], ids: list[str], metric: 
             "ci": stats.paired_bootstrap(pa, pb, clusters, resamples=resamples, seed=seed)}
     if binary and have:
         item["mcnemar"] = stats.mcnemar_exact([int(p[0]) for p in pa], [int(p[0]) for p in pb])
+    if metric in REACH_METRICS and have and all(
+            isinstance((b[i].get("counts") or {}).get("required"), int) for i in have):
+        gold = [[b[i]["counts"]["required"]] * 2 for i in have]
+        item["reach"] = stats.paired_bootstrap(gold, pb, clusters, resamples=resamples,
+                                               seed=seed)
     return item
 
 
