@@ -1,0 +1,133 @@
+"""`python eval/pair.py`: two arms from two evaluation folders, compared on the rows both ran.
+
+A new candidate is judged against the committed student on val without running the committed one
+again: each folder's samples are re-graded by the same grader and summarised together
+(`memworker.eval.summary.summarise`: the paired bootstrap over episodes, exact McNemar), as if
+one evaluation had run both arms. The folders must hold the same set of the same corpus (their
+`config.json`: set and corpus manifest sha256), and each arm's samples must have been made with
+the same sampler settings that matter for a comparison (extract form, max tokens cap, grammar);
+a difference is an error naming it. Runs no model; writes nothing unless `--to`.
+
+    python eval/pair.py --arm g3=receipts/eval/val-e20:g3 --arm e21=/tmp/e21/val:e21
+    python eval/pair.py --arm g3=/tmp/g3-gated:gated --arm e21=/tmp/e21-gated:gated --to DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memworker.eval import stats
+from memworker.eval.runner import (
+    LATER_DEFAULTS,
+    SAMPLES,
+    EvalError,
+    load_eval_rows,
+    read_samples,
+)
+from memworker.hashing import write_json
+
+#: sampler fields two folders must share for their arms to be compared
+SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes")
+
+
+def parse_arm(spec: str) -> tuple[str, Path, str]:
+    """`NAME=FOLDER:ARM` -> (NAME, FOLDER, ARM)."""
+    name, eq, rest = spec.partition("=")
+    folder, colon, arm = rest.rpartition(":")
+    if not (eq and colon and name and folder and arm):
+        raise EvalError(f"--arm {spec!r}: expected NAME=FOLDER:ARM (e.g. g3=receipts/eval/val:g3)")
+    return name, Path(folder), arm
+
+
+def _config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise EvalError(f"{folder}: no config.json (not an evaluation folder)")
+    return json.loads(path.read_text("utf-8"))
+
+
+def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                         list[str], dict[str, Any]]:
+    """(rows, samples renamed to their arm names, arm names, config) of the arms in `specs`."""
+    if len(specs) != 2:
+        raise EvalError("give exactly two --arm NAME=FOLDER:ARM")
+    arms = [parse_arm(s) for s in specs]
+    names = [a[0] for a in arms]
+    if names[0] == names[1]:
+        raise EvalError(f"the two arms need different names, got {names[0]!r} twice")
+    configs = [_config(folder) for _, folder, _ in arms]
+    for field in ("set",):
+        if configs[0].get(field) != configs[1].get(field):
+            raise EvalError(f"the folders evaluate different sets: {configs[0].get(field)!r} "
+                            f"and {configs[1].get(field)!r}")
+    manifests = [(c.get("corpus") or {}).get("manifest_sha256") for c in configs]
+    if manifests[0] != manifests[1]:
+        raise EvalError(f"the folders evaluate different corpora (manifest {manifests[0]} and "
+                        f"{manifests[1]})")
+    for field in SAMPLER_FIELDS:
+        values = [(c.get("sampler") or {}).get(field, LATER_DEFAULTS.get(field))
+                  for c in configs]
+        if values[0] != values[1]:
+            raise EvalError(f"the folders' samplers differ in {field}: {values[0]!r} and "
+                            f"{values[1]!r}: not one comparison")
+    corpus = (configs[0].get("corpus") or {}).get("path")
+    if not corpus:
+        raise EvalError(f"{arms[0][1]}/config.json names no corpus path")
+    rows = load_eval_rows(corpus, configs[0]["set"])
+    samples = []
+    for (name, folder, arm), config in zip(arms, configs, strict=True):
+        got = [s for s in read_samples(folder / SAMPLES) if s["arm"] == arm]
+        if not got:
+            raise EvalError(f"{folder}/{SAMPLES}: no samples of arm {arm!r} (arms there: "
+                            f"{', '.join(sorted(config.get('arms') or {})) or 'none'})")
+        samples += [{**s, "arm": name} for s in got]
+    ran = [{s["id"] for s in samples if s["arm"] == n} for n in names]
+    rows = [r for r in rows if r["id"] in ran[0] | ran[1]]
+    config = {"set": configs[0]["set"], "corpus": configs[0].get("corpus"),
+              "rows_in_set": configs[0].get("rows_in_set"), "sampler": configs[0].get("sampler"),
+              "paired_from": {n: {"folder": str(f), "arm": a} for n, f, a in arms}}
+    return rows, samples, names, config
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memworker.eval import summary as S
+
+    p = argparse.ArgumentParser(prog="eval/pair.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--arm", action="append", required=True, metavar="NAME=FOLDER:ARM",
+                   help="an arm of an evaluation folder, under a name (twice; the second "
+                        "minus the first is reported, unless one is named base or rules: that "
+                        "one is subtracted, as in eval/run.py)")
+    p.add_argument("--to", default=None, help="write summary.json and report.md here")
+    p.add_argument("--resamples", type=int, default=stats.DEFAULT_RESAMPLES)
+    args = p.parse_args(argv)
+    try:
+        rows, samples, names, config = load_pair(args.arm)
+    except (EvalError, OSError, ValueError) as exc:
+        print(f"eval/pair.py: error: {exc}", file=sys.stderr)
+        return 2
+    summary = S.summarise(rows, samples, names, config=config, resamples=args.resamples)
+    comp = summary["comparisons"][0]
+    print(f"{comp['label']} on {comp['rows']} rows both ran ({config['set']}); value "
+          "(num/den) per arm, paired difference [95 % interval over episodes]:")
+    for task, block in comp["tasks"].items():
+        for metric, m in sorted(block.items()):
+            vals = []
+            for arm in (comp["a"], comp["b"]):
+                e = summary["metrics"][arm].get(task, {}).get("metrics", {}).get(metric)
+                vals.append("–" if not e or e["value"] is None else
+                            f"{e['value']:.3f} ({e['num']:g}/{e['den']:g})")
+            diff = ("–" if m["diff"] is None or m["ci"] is None else
+                    f"{m['diff']:+.3f} [{m['ci'][0]:+.3f}, {m['ci'][1]:+.3f}]")
+            print(f"  {task:<12}{metric:<28}{comp['a']} {vals[0]:<22}{comp['b']} "
+                  f"{vals[1]:<22}{diff}")
+    if args.to:
+        out = Path(args.to)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "summary.json", summary)
+        (out / "report.md").write_text(S.report_markdown(summary), "utf-8")
+        print(f"wrote {out}/summary.json and report.md")
+    return 0

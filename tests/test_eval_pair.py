@@ -1,0 +1,63 @@
+"""eval/pair.py: two arms of two evaluation folders summarised together, paired on the rows both
+ran; folders of another set, corpus or sampler are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memworker.eval.cli import main as eval_main
+from memworker.eval.pair import load_pair, main
+from memworker.eval.runner import EvalError
+from tests.test_eval_hybrid import _oracle_samples
+
+
+def _rules(corpus: Path, out: Path, *extra: str) -> Path:
+    assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(corpus), "--out",
+                      str(out), "--no-progress", "--no-plots", *extra]) == 0
+    return out
+
+
+def test_two_folders_are_compared_on_the_rows_both_ran(tiny_corpus, tmp_path, capsys):
+    a = _rules(tiny_corpus, tmp_path / "a")
+    b = _rules(tiny_corpus, tmp_path / "b", "--limit", "6")
+    _oracle_samples(tiny_corpus, b)            # every val row, but the rules ran only 6 there
+    capsys.readouterr()
+    rows, samples, names, config = load_pair([f"rules={a}:rules", f"gold={b}:oracle"])
+    assert names == ["rules", "gold"] and config["set"] == "val"
+    assert {s["arm"] for s in samples} == {"rules", "gold"}
+    assert main(["--arm", f"rules={a}:rules", "--arm", f"gold={b}:oracle", "--to",
+                 str(tmp_path / "p"), "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    comp = summary["comparisons"][0]
+    assert (comp["a"], comp["b"]) == ("gold", "rules")
+    assert printed.startswith(f"gold - rules on {comp['rows']} rows both ran (val)")
+    assert comp["rows"] == len(rows) > 6       # the oracle's rows, not b's 6 rules rows
+    cover = comp["tasks"]["extract"]["extract_coverage"]
+    assert cover["a"] == 1.0 and cover["diff"] > 0 and cover["ci"][0] > 0
+    assert cover["reach"] == cover["ci"]       # the gold is the best an arm can do
+    assert "extract_coverage" in printed and summary["config"]["paired_from"]["gold"]["arm"] \
+        == "oracle"
+
+
+def test_folders_that_are_not_one_comparison_are_refused(tiny_corpus, tmp_path, capsys):
+    a = _rules(tiny_corpus, tmp_path / "a")
+    turns = _rules(tiny_corpus, tmp_path / "t", "--extract-form", "turns")
+    test = tmp_path / "x"
+    assert eval_main(["--arm", "rules", "--set", "test", "--corpus", str(tiny_corpus), "--out",
+                      str(test), "--no-progress", "--no-plots"]) == 0
+    with pytest.raises(EvalError, match="samplers differ in extract_form: 'window' and 'turns'"):
+        load_pair([f"a={a}:rules", f"t={turns}:rules"])
+    with pytest.raises(EvalError, match="different sets: 'val' and 'test'"):
+        load_pair([f"a={a}:rules", f"x={test}:rules"])
+    with pytest.raises(EvalError, match="no samples of arm 'student'"):
+        load_pair([f"a={a}:rules", f"s={a}:student"])
+    with pytest.raises(EvalError, match="different names"):
+        load_pair([f"a={a}:rules", f"a={turns}:rules"])
+    with pytest.raises(EvalError, match="expected NAME=FOLDER:ARM"):
+        load_pair([f"{a}:rules", f"t={turns}:rules"])
+    assert main(["--arm", f"a={a}:rules", "--arm", f"x={test}:rules"]) == 2
+    assert "eval/pair.py: error: the folders evaluate different sets" in capsys.readouterr().err
