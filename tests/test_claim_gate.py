@@ -110,7 +110,7 @@ def test_a_backend_without_log_probabilities_cannot_be_gated():
     walk = MemWorkerBackend(TokenReplay([]), extract_form="walk", claim_gate=ClaimGate(-1.0))
     inputs, _ = walk.episode(MESSAGES, observed_at=WHEN)
     result = codec.decode("extract", inputs, WINDOW, finish_reason="stop")
-    with pytest.raises(GateError, match="window and turns forms"):
+    with pytest.raises(GateError, match="window, turns and sentences forms"):
         ClaimGate(-1.0).apply(result, inputs, "walk")
     # tokens that do not spell the answer are refused, not guessed at
     result.attempts[-1].token_logprobs = [["{", 0.0]]
@@ -162,7 +162,7 @@ def test_eval_run_records_each_arms_gate_and_refuses_to_mix_gates(tiny_corpus, t
     assert eval_main(base + ["--claim-gate", "max(x)>=1"]) == 2
     assert "unknown claim score" in capsys.readouterr().err
     assert eval_main(base + ["--claim-gate", "-1", "--extract-form", "walk"]) == 2
-    assert "window and turns forms" in capsys.readouterr().err
+    assert "window, turns and sentences forms" in capsys.readouterr().err
     # samples made with one gate are not joined by a run with another
     from memworker.eval.cli import continue_config
 

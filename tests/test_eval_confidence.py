@@ -84,7 +84,7 @@ def test_a_turns_sample_is_scored_from_each_turns_accepted_generation():
         [-0.1, -3.0]
     with pytest.raises(runner.EvalError, match="needs its row's input"):
         confidence.kept_claim_stats(sample)
-    with pytest.raises(runner.EvalError, match="2 accepted turns for 1 events"):
+    with pytest.raises(runner.EvalError, match="2 accepted turns for 1 asked"):
         confidence.kept_claim_stats(sample, {"events": inputs["events"][:2]})
 
 

@@ -317,3 +317,33 @@ def test_merged_days_add_the_chosen_windows_in_fewer_longer_messages(assets):
     assert 0 < half < len(added)
     with pytest.raises(tconfig.ConfigError, match="merged_days"):
         tconfig.load_stage("coding", overrides={"merged_days": 1.5}).validate()
+
+
+def test_the_sentences_form_asks_each_sentence_and_decodes_back_to_the_gold(assets):
+    """`--extract-form sentences`: every train extract window with user words becomes one
+    conversation of one turn per sentence, whose answers decode back to the window's gold; the
+    provenance names the form."""
+    import json as _json
+
+    from memworker import turns, wire
+    from memworker.corpus import load_rows
+    from memworker.train import config as tconfig
+
+    cfg = tconfig.load_stage("coding", overrides={
+        "corpus": str(assets["coding"]), "val_rows": 4, "extract_form": "sentences"})
+    data = tloop.prepare_data(cfg)
+    assert data["provenance"]["extract_form"] == "sentences"
+    canonical = {r["id"]: r for r in load_rows(assets["coding"], "train", form="canonical")}
+    rows = [r for r in data["train"] if r["task"] == "extract"]
+    assert rows
+    more = 0
+    for row in rows:
+        window = canonical[row["id"]]
+        answers = [_json.loads(m["content"]) for m in row["messages"] if m["role"] == "assistant"]
+        asked = turns.asked(window["input"]["events"], "sentences")
+        assert len(answers) == len(asked)
+        more += len(asked) > len(turns.turn_events(window["input"]["events"]))
+        got = wire.from_wire("extract", turns.merge_claims(answers), window["input"])
+        assert wire.comparable_answer("extract", got) == \
+            wire.comparable_answer("extract", window["gold"])
+    assert more  # some message holds more than one sentence

@@ -250,3 +250,65 @@ def test_decision_weights_of_a_walk_row_mark_its_claims_fields():
     # each event's claims list is a fork: its "[" and the token after it
     assert [k for k, f in marked.items() if f == "claims"] == \
         [text.index("[[[["), text.index("[[[[") + 1, text.rindex("[]"), text.rindex("[]") + 1]
+
+
+# --- sentences (one turn per sentence) ------------------------------------------------------------
+
+MARIA = claim(quotes=[["My sister Maria lives in Porto.", 0]], name="Maria", predicate="lives_in",
+              value="Porto", time_expression=None, supersedes=[])
+
+
+def test_sentences_ask_each_sentence_of_each_user_event():
+    asked = turns.asked(EP["events"], "sentences")
+    assert [(t.event, t.sentence, t.text) for t in asked] == [
+        (0, 1, "I moved to Lisbon last month."), (0, 2, "My sister Maria lives in Porto."),
+        (2, 1, "Book the dentist for next Friday at 3pm.")]
+    assert asked[1].line() == 'Event [0], sentence 2: "My sister Maria lives in Porto." Its claims.'
+    assert asked[1].label == "event 0 sentence 2"
+    assert [t.label for t in turns.asked(EP["events"], "turns")] == ["event 0", "event 2"]
+    with pytest.raises(turns.TurnsError, match="not a form asked turn by turn"):
+        turns.asked(EP["events"], "walk")
+    # each claim goes to the sentence holding the end of its last quote from its latest event
+    both = claim(quotes=[["I moved to Lisbon last month.", 0],
+                         ["Book the dentist for next Friday at 3pm.", 2]])
+    whole = claim(quotes=[[EP["events"][0]["text"], 0]])   # the whole two-sentence message
+    parts = turns.split_sentences({"claims": [MARIA, LISBON, both, DENTIST, whole]}, asked,
+                                  EP["events"])
+    assert parts == [{"claims": [LISBON]}, {"claims": [MARIA, whole]},
+                     {"claims": [both, DENTIST]}]
+    with pytest.raises(turns.TurnsError, match="is not in event 0"):
+        turns.split_sentences({"claims": [claim(quotes=[["Lisbon is far.", 0]])]}, asked,
+                              EP["events"])
+
+
+def test_a_sentences_training_row_and_run_turns_in_that_form():
+    row = _window_row(LISBON, MARIA, DENTIST)
+    turned = turns.to_form_row(row, EP, "sentences")
+    assistants = [m["content"] for m in turned["messages"] if m["role"] == "assistant"]
+    assert assistants == [extract_text(LISBON), extract_text(MARIA), extract_text(DENTIST)]
+    users = [m["content"] for m in turned["messages"] if m["role"] == "user"]
+    assert users[0].endswith('\n\nEvent [0], sentence 1: "I moved to Lisbon last month." Its '
+                             "claims.")
+    assert users[2] == 'Event [2], sentence 1: "Book the dentist for next Friday at 3pm." Its ' \
+        "claims."
+    backend = ReplayBackend(assistants)
+    result = codec.run_extract(backend, EP, "sentences")
+    whole = codec.decode("extract", EP, extract_text(LISBON, MARIA, DENTIST))
+    assert result.output == whole.output and len(result.turns) == 3
+    assert [c["messages"] for c in backend.calls] == [
+        turns.messages(EP, assistants[:k], "sentences") for k in range(3)]
+    # both sentences of event 0 are offered event 0's spans; the third turn events 0 to 2
+    events = [[b["prefixItems"][1]["const"] for b in
+               call["schema"]["properties"]["claims"]["items"]["prefixItems"][0]["items"]["anyOf"]]
+              for call in backend.calls]
+    assert events == [[0], [0], [0, 1, 2]]
+
+
+def test_the_claim_gate_reads_sentence_turns():
+    from memworker.inference.gate import turn_parts
+
+    asked = turns.asked(EP["events"], "sentences")
+    done = [{"raw": EMPTY, "error": None}] * 3
+    assert [p[2] for p in turn_parts(done, asked, "r")] == [
+        "event 0 sentence 1: ", "event 0 sentence 2: ", "event 2 sentence 1: "]
+    assert [p[2] for p in turn_parts(done[:2], [0, 2], "r")] == ["event 0: ", "event 2: "]

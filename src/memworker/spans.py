@@ -42,6 +42,20 @@ def _strip(offset: int, piece: str) -> tuple[int, str]:
     return offset + (len(piece) - len(piece.lstrip())), stripped
 
 
+def sentence_offsets(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text` in order, split as `candidate_spans` splits them
+    (lines, then sentence ends), stripped of surrounding whitespace; empty pieces left out."""
+    out = []
+    line_offset = 0
+    for line in text.split("\n"):
+        for s_off, sentence in _pieces(line, line_offset, _SENTENCE_END):
+            start, piece = _strip(s_off, sentence)
+            if piece:
+                out.append((start, start + len(piece)))
+        line_offset += len(line) + 1
+    return out
+
+
 def candidate_spans(text: str) -> list[str]:
     """The quotable spans of one event's text (may be empty: such an event cannot be cited)."""
     found: list[tuple[int, int, str]] = []  # (offset, -length, span)

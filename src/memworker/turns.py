@@ -34,24 +34,44 @@ that event). One generation, the prompt of the one-call form plus one line; trai
 the one-call form (answers a median 233 tokens instead of 203). The codec flattens the walk into
 the one-call answer (`walk_claims`) and decodes that (`codec.run_walk`).
 
+**Sentences** (`asked(events, "sentences")`): the turns form with one turn per *sentence* of each
+event that holds user words, the sentence quoted in the turn's line
+(`Event [3], sentence 2: "…" Its claims.`). A claim belongs to the sentence of its latest event
+that holds the end of its last quote from that event (`assign_sentence`). Why: the turns-form
+student writes about one claim per answer whatever the message holds, so when a conversation comes
+in fewer, longer messages it finds fewer facts (val, `eval/restyle.py`: coverage 0.094 as the
+corpus packs it, 0.024 with each day's messages merged; train/README "Longer messages"); the rules,
+which read sentence by sentence, do not move. Asked per sentence, the same words give the same
+questions however they are packed into messages. Sentences are split as `memworker.spans` splits
+them (so a gold quote, a clause or a sentence, lies in one; a quote over several sentences, such as
+a whole multi-sentence message, belongs to the last one it touches), and each turn's schema still
+offers the spans of every event up to its own.
+
 `FORMS`: the extraction forms a student can be trained and evaluated in — "window" (one call,
-one answer), "turns", "walk" (`train/run.py --extract-form`, `eval/run.py --extract-form`).
+one answer), "turns", "walk", "sentences" (`train/run.py --extract-form`, `eval/run.py
+--extract-form`); `TURN_FORMS`, those asked turn by turn (`codec.run_turns`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from memworker import wire
 from memworker.prompts import render
+from memworker.spans import sentence_offsets
 
 #: the user message that opens each turn (the first is appended to the window's prompt)
 TURN_TEMPLATE = "Event [{index}]: its claims."
+#: the same in the sentences form (the sentence as the event holds it, in double quotes)
+SENTENCE_TEMPLATE = 'Event [{index}], sentence {n}: "{text}" Its claims.'
 #: the line the walk form appends to the window's prompt
 WALK_LINE = ('Answer event by event, for each event with user words in order: '
              '{"events":[[event number,[its claims]],...]}')
-FORMS = ("window", "turns", "walk")
+FORMS = ("window", "turns", "walk", "sentences")
+#: the forms asked one turn at a time
+TURN_FORMS = ("turns", "sentences")
 
 
 class TurnsError(ValueError):
@@ -65,6 +85,68 @@ def turn_events(events: list[dict[str, Any]]) -> list[int]:
 
 def turn_line(index: int) -> str:
     return TURN_TEMPLATE.format(index=index)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One question of a turns form: an event, and in the sentences form one of its sentences
+    (`sentence`: its number from 1, `start`/`end`: its offsets in the event's text)."""
+
+    event: int
+    sentence: int | None = None
+    text: str | None = None
+    start: int = 0
+    end: int = 0
+
+    def line(self) -> str:
+        if self.sentence is None:
+            return turn_line(self.event)
+        return SENTENCE_TEMPLATE.format(index=self.event, n=self.sentence, text=self.text)
+
+    @property
+    def label(self) -> str:
+        """What the codec's diagnostics of this turn start with (before ": ")."""
+        return (f"event {self.event}" if self.sentence is None
+                else f"event {self.event} sentence {self.sentence}")
+
+
+def asked(events: list[dict[str, Any]], form: str = "turns") -> list[Turn]:
+    """The turns a window is asked in `form` ("turns": one per event with user words;
+    "sentences": one per sentence of those events, an event without a sentence one turn of its
+    whole text)."""
+    if form == "turns":
+        return [Turn(u) for u in turn_events(events)]
+    if form != "sentences":
+        raise TurnsError(f"{form!r} is not a form asked turn by turn ({', '.join(TURN_FORMS)})")
+    out = []
+    for e in events:
+        if e["role"] != "user":
+            continue
+        pieces = sentence_offsets(e["text"]) or [(0, len(e["text"]))]
+        out += [Turn(e["index"], n, e["text"][a:b], a, b) for n, (a, b) in enumerate(pieces, 1)]
+    return out
+
+
+def assign_sentence(claim: list[Any], turns: list[Turn], texts: dict[int, str]) -> int:
+    """The position in `turns` (sentences form) of the turn a wire claim belongs to: the
+    sentence of its latest quoted event that holds the end of its last quote from that event (a
+    quote over several sentences belongs to the last it touches). Raises TurnsError when the
+    event has no turn or the quote is not in its text."""
+    last = latest_event(claim)
+    mine = [k for k, t in enumerate(turns) if t.event == last]
+    if not mine:
+        raise TurnsError(f"a claim quotes event {last} last, which holds no user words")
+    text = texts.get(last, "")
+    ends = []
+    for quote, event in claim[0]:
+        if int(event) == last:
+            at = text.find(str(quote))
+            if at < 0:
+                raise TurnsError(f"quote {quote!r} is not in event {last}")
+            ends.append(at + len(str(quote)))
+    end = max(ends)
+    held = [k for k in mine if turns[k].start < end]
+    return held[-1] if held else mine[0]
 
 
 def latest_event(claim: list[Any]) -> int:
@@ -93,32 +175,47 @@ def merge_claims(answers: list[dict[str, Any]]) -> dict[str, Any]:
     return {"claims": [c for a in answers for c in a["claims"]]}
 
 
-def messages(inputs: dict[str, Any], answers: list[str] | None = None) -> list[dict[str, str]]:
-    """Chat messages of the turns form with `answers` (assistant texts of turns 0..k-1): the
-    prompt of turn k (its user message last), or, when every turn has its answer, the whole
-    conversation (training)."""
-    turns = turn_events(inputs["events"])
+def split_sentences(answer: dict[str, Any], turns: list[Turn],
+                    events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`split_claims` for the sentences form: one wire answer per sentence turn
+    (`assign_sentence`)."""
+    texts = {e["index"]: e["text"] for e in events}
+    per: list[list[Any]] = [[] for _ in turns]
+    for claim in answer["claims"]:
+        per[assign_sentence(claim, turns, texts)].append(claim)
+    return [{"claims": c} for c in per]
+
+
+def messages(inputs: dict[str, Any], answers: list[str] | None = None,
+             form: str = "turns") -> list[dict[str, str]]:
+    """Chat messages of a turns form (`TURN_FORMS`) with `answers` (assistant texts of turns
+    0..k-1): the prompt of turn k (its user message last), or, when every turn has its answer,
+    the whole conversation (training)."""
+    turns = asked(inputs["events"], form)
     if not turns:
         raise TurnsError("no event holds user words: there is no turn to ask")
     given = list(answers or [])
     if len(given) > len(turns):
         raise TurnsError(f"{len(given)} answers for {len(turns)} turns")
     out = render("extract", inputs)
-    out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + turn_line(turns[0])}
+    out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + turns[0].line()}
     for k, text in enumerate(given):
         out.append({"role": "assistant", "content": text})
         if k + 1 < len(turns):
-            out.append({"role": "user", "content": turn_line(turns[k + 1])})
+            out.append({"role": "user", "content": turns[k + 1].line()})
     return out
 
 
-def training_messages(inputs: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, str]]:
+def training_messages(inputs: dict[str, Any], answer: dict[str, Any],
+                      form: str = "turns") -> list[dict[str, str]]:
     """The training conversation of one window: every turn with its gold answer."""
-    turns = turn_events(inputs["events"])
+    turns = asked(inputs["events"], form)
     if not turns:
         raise TurnsError("no event holds user words: there is no turn to ask")
-    texts = [wire.dump_answer("extract", a) for a in split_claims(answer, turns)]
-    return messages(inputs, texts)
+    parts = (split_claims(answer, [t.event for t in turns]) if form == "turns"
+             else split_sentences(answer, turns, inputs["events"]))
+    texts = [wire.dump_answer("extract", a) for a in parts]
+    return messages(inputs, texts, form)
 
 
 # --- the walk (design (b)) ----------------------------------------------------------------------
@@ -200,8 +297,8 @@ def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str) -> dict[
     if render("extract", inputs) != row["messages"][:2]:
         raise TurnsError(f"row {row.get('id', '?')}: its prompt is not the one its inputs "
                          "render (canonical and wire rows of different corpora?)")
-    if form == "turns":
-        return {**row, "messages": training_messages(inputs, answer)}
+    if form in TURN_FORMS:
+        return {**row, "messages": training_messages(inputs, answer, form)}
     return {**row, "messages": walk_messages(inputs) + [
         {"role": "assistant", "content": dump_walk(walk_answer(answer, asked))}]}
 

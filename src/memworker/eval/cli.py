@@ -12,7 +12,7 @@ from memworker.contracts import TASKS
 from memworker.eval import runner
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.hashing import write_json
-from memworker.turns import FORMS
+from memworker.turns import FORMS, TURN_FORMS
 
 if TYPE_CHECKING:
     from memworker.eval.summary import SignRelease
@@ -203,8 +203,8 @@ def _plan(args: argparse.Namespace) -> Plan:
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_quotes=args.turn_quotes)
-    if sampler.turn_quotes != "upto" and sampler.extract_form != "turns":
-        raise EvalError("--turn-quotes applies to --extract-form turns only")
+    if sampler.turn_quotes != "upto" and sampler.extract_form not in TURN_FORMS:
+        raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task

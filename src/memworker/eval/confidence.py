@@ -67,9 +67,11 @@ def kept_claim_stats(sample: dict[str, Any], inputs: dict[str, Any] | None = Non
         if sample.get("turns") is not None:
             if inputs is None:
                 raise EvalError(f"{sample['id']}: a turns-form sample needs its row's input")
-            from memworker.turns import turn_events
+            from memworker.turns import asked
 
-            parts = turn_parts(sample["turns"], turn_events(inputs["events"]), sample["id"])
+            parts = turn_parts(sample["turns"],
+                               asked(inputs["events"], sample.get("extract_form") or "turns"),
+                               sample["id"])
         else:
             attempt = sample["attempts"][-1]
             parts = [(attempt["raw"], attempt.get("token_logprobs"), "")]

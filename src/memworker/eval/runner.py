@@ -146,7 +146,8 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
                 raise EvalError(f"--claim-gate: two gates for arm {arm.name!r}")
             gates[arm.name] = spec
     if gates and extract_form == "walk":
-        raise EvalError("--claim-gate reads extract answers of the window and turns forms only")
+        raise EvalError("--claim-gate reads extract answers of the window, turns and sentences "
+                        "forms only")
     return [replace(a, claim_gate=gates.get(a.name)) for a in arms]
 
 
@@ -229,7 +230,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     if sampler.max_tokens_cap is not None:
         request.max_tokens = min(request.max_tokens, sampler.max_tokens_cap)
     form = form if task == "extract" else "window"
-    turns = form == "turns"
+    turns = form in tforms.TURN_FORMS
     started = time.perf_counter()
     result, error, generations = None, None, None
     try:
@@ -254,7 +255,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     seconds = time.perf_counter() - started
     status = "failed" if result is None else "first_try" if len(attempts) == 1 else "retry"
     if turns and result is not None:  # one generation per turn; more: a turn was retried
-        status = "first_try" if len(generations) <= len(tforms.turn_events(inputs["events"])) \
+        status = "first_try" if len(generations) <= len(tforms.asked(inputs["events"], form)) \
             else "retry"
     sample = {
         "id": row["id"], "episode": row["episode"], "task": task,
@@ -283,8 +284,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
 
 def _first_prompt(form: str, inputs: dict[str, Any], messages: list[dict[str, str]]
                   ) -> list[dict[str, str]]:
-    if form == "turns" and tforms.turn_events(inputs["events"]):
-        return tforms.messages(inputs)
+    if form in tforms.TURN_FORMS and tforms.turn_events(inputs["events"]):
+        return tforms.messages(inputs, form=form)
     if form == "walk":
         return tforms.walk_messages(inputs)
     return messages

@@ -421,8 +421,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None) -
         raise ExportError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
         if extract_form == "walk":
-            raise ExportError("a claim gate reads extract answers of the window and turns forms "
-                              "only")
+            raise ExportError("a claim gate reads extract answers of the window, turns and "
+                              "sentences forms only")
         try:
             claim_gate = ClaimGate.parse(claim_gate).spec
         except ValueError as exc:

@@ -632,7 +632,7 @@ def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
 
 def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
               use_grammar: bool = True, max_tokens: int | None = None,
-              retries: int = 1, own_quotes: bool = False) -> CodecResult:
+              retries: int = 1, own_quotes: bool = False, form: str = "turns") -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -643,29 +643,30 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     every turn's attempts. `result.turns` holds each generation; `result.attempts` one summary
     (the merged answer, the summed tokens and seconds). `own_quotes`: each turn's claims quote
     its own event only (the schema offers no earlier event's spans; 90.5 % of the train split's
-    gold claims quote one event only, train/README "E19")."""
+    gold claims quote one event only, train/README "E19"). `form` "sentences": one turn per
+    sentence of those events (`memworker.turns` "Sentences"), each turn's schema as its event's."""
     check_inputs("extract", inputs)
-    asked = turns_form.turn_events(inputs["events"])
+    asked = turns_form.asked(inputs["events"], form)
     generations: list[Attempt] = []
     answers: list[str] = []
     claims: list[Any] = []
     diagnostics: list[str] = []
     dropped: list[Finding] = []
-    for event in asked:
-        messages = turns_form.messages(inputs, answers)
-        request = _turn_request(backend, inputs, event, messages, use_grammar, max_tokens,
+    for turn in asked:
+        messages = turns_form.messages(inputs, answers, form)
+        request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
                                 own_quotes)
         try:
             result = run_request(backend, request, temperature=temperature, seed=seed,
                                  retries=retries)
         except CodecError as exc:
             exc.attempts = generations + exc.attempts
-            exc.args = (f"event {event}: {exc}",)
+            exc.args = (f"{turn.label}: {exc}",)
             raise
         generations += result.attempts
         answers.append(result.attempts[-1].raw)
         claims += result.wire["claims"]
-        diagnostics += [f"event {event}: {d}" for d in result.diagnostics]
+        diagnostics += [f"{turn.label}: {d}" for d in result.diagnostics]
         dropped += result.dropped
     # the whole window once more: every check across turns (a repeat of an earlier turn's claim)
     try:
@@ -746,10 +747,10 @@ def _decode_walk(inputs: dict[str, Any], raw: str, finish_reason: str | None,
 
 def run_extract(backend: Any, inputs: dict[str, Any], form: str = "window", **kw: Any
                 ) -> CodecResult:
-    """Extraction in one of `memworker.turns.FORMS`: "window" (`run`), "turns" (`run_turns`),
-    "walk" (`run_walk`)."""
-    if form == "turns":
-        return run_turns(backend, inputs, **kw)
+    """Extraction in one of `memworker.turns.FORMS`: "window" (`run`), "turns" and "sentences"
+    (`run_turns`), "walk" (`run_walk`)."""
+    if form in turns_form.TURN_FORMS:
+        return run_turns(backend, inputs, form=form, **kw)
     if form == "walk":
         return run_walk(backend, inputs, **kw)
     if form != "window":

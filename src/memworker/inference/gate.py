@@ -149,33 +149,36 @@ def parts_fields(parts: list[tuple[str, Tokens | None, str]], diagnostics: Seque
     return [field_stats(spans, tokens) for spans, tokens in merged]
 
 
-def turn_parts(turns: Sequence[Any], events: Sequence[int], where: str
+def turn_parts(turns: Sequence[Any], asked: Sequence[Any], where: str
                ) -> list[tuple[str, Tokens | None, str]]:
     """The parts of a turns-form answer: each accepted turn (`error` None; an attempt object or
-    a sample's dict) with its event's diagnostics prefix."""
+    a sample's dict) with its diagnostics prefix; `asked` the turns asked
+    (`memworker.turns.asked`: each one's `label`) or, as before, their event indices."""
     def get(t: Any, key: str) -> Any:
         return t.get(key) if isinstance(t, dict) else getattr(t, key)
 
     accepted = [t for t in turns if get(t, "error") is None]
-    if len(accepted) != len(events):
-        raise GateError(f"{where}: {len(accepted)} accepted turns for {len(events)} events")
-    return [(get(t, "raw"), get(t, "token_logprobs"), f"event {event}: ")
-            for event, t in zip(events, accepted, strict=True)]
+    if len(accepted) != len(asked):
+        raise GateError(f"{where}: {len(accepted)} accepted turns for {len(asked)} asked")
+    labels = [u.label if hasattr(u, "label") else f"event {u}" for u in asked]
+    return [(get(t, "raw"), get(t, "token_logprobs"), f"{label}: ")
+            for label, t in zip(labels, accepted, strict=True)]
 
 
 def result_fields(result: Any, inputs: dict[str, Any], form: str = "window") -> list[Fields]:
     """Field statistics of each claim in a codec extract result (`codec.CodecResult` of `run`,
-    form "window", or `run_turns`, form "turns"); GateError when they cannot be had."""
-    from memworker.turns import turn_events
+    form "window", or `run_turns`, form "turns" or "sentences"); GateError when they cannot be
+    had."""
+    from memworker.turns import TURN_FORMS, asked
 
     n_out = len(result.output["claims"])
-    if form == "turns":
-        parts = turn_parts(result.turns or [], turn_events(inputs["events"]), "extract")
+    if form in TURN_FORMS:
+        parts = turn_parts(result.turns or [], asked(inputs["events"], form), "extract")
     elif form == "window":
         attempt = result.attempts[-1]
         parts = [(attempt.raw, attempt.token_logprobs, "")]
     else:
-        raise GateError(f"the claim gate reads answers of the window and turns forms, not {form!r}")
+        raise GateError(f"the claim gate reads answers of the window, turns and sentences forms, not {form!r}")
     fields = parts_fields(parts, result.diagnostics, n_out, "extract")
     if fields is None:
         raise GateError("the claim gate needs each answer token's log-probability, and the "

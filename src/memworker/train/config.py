@@ -90,13 +90,14 @@ class StageConfig:
                            "(one answer per window) | turns (the window once, then one short "
                            "answer per event that holds user words, each turn's answer in the "
                            "loss) | walk (one answer walking those events in order, the event "
-                           "indices fixed by the grammar); evaluate with eval/run.py "
-                           "--extract-form (train/README \"E17\", \"E18\")")
+                           "indices fixed by the grammar) | sentences (the turns form with one "
+                           "turn per sentence of those events); evaluate with eval/run.py "
+                           "--extract-form (train/README \"E17\", \"E18\", \"Sentences\")")
     merged_days: float = _f(0.0, "share of the train split's extract windows (0-1, chosen by "
                             "their id's sha256) that are also trained with each day's user "
                             "messages merged into one (memworker.packing.merge_row: the same "
                             "facts in fewer, longer messages, labels carried over), in the "
-                            "window or turns form; val unchanged (train/README \"Longer "
+                            "window, turns or sentences form; val unchanged (train/README \"Longer "
                             "messages\")")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
@@ -178,7 +179,7 @@ class StageConfig:
         if not 0.0 <= self.merged_days <= 1.0:
             problems.append(f"merged_days must be between 0 and 1, not {self.merged_days}")
         elif self.merged_days and self.extract_form == "walk":
-            problems.append("merged_days needs the window or turns form, not walk")
+            problems.append("merged_days needs the window, turns or sentences form, not walk")
         if self.decision_weight <= 0:
             problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
         if self.learning_rate <= 0:
