@@ -10,9 +10,11 @@
 #   2. `nf4`: NF4 QLoRA, bf16 compute, gradient checkpointing, no shared prefix (the production
 #      profile's CUDA path) on the tiny base, 15 steps, beside
 #   3. the levers, side by side, fresh from the base on the general train split in the turns
-#      form: $LEVERS, each "decision weight:merged-days share" (default "1:0 3:0 10:0": decision
-#      weight 1, 3 and 10, E20; "3:0 3:0.5 3:1" compares training with each day's user messages
-#      merged, train/README "Longer messages"), $STEPS steps each (default 300: 1.08 epochs at
+#      form: $LEVERS, each "decision weight:merged-days share[:extraction form]" (default
+#      "1:0 3:0 10:0": decision weight 1, 3 and 10, E20; "3:0 3:0.5 3:1" compares training with
+#      each day's user messages merged, train/README "Longer messages"; "3:0 3:0:sentences"
+#      the turns form against one turn per sentence, train/README "Sentences"; the form
+#      defaults to turns), $STEPS steps each (default 300: 1.08 epochs at
 #      8,192 tokens per batch), lr 4e-4, a --sitting-minutes backstop;
 #   4. every run folder (adapter, receipt, trainer state; no optimizer state) is tarred and split
 #      into 15 MiB pieces under $OUT with the logs (`cat runs.tar.part-* | tar x` joins them).
@@ -71,12 +73,13 @@ MINUTES=$($PY -c "print(round(($(left) - 25) / 60, 2))")
 log "levers: $STEPS steps each (eval every $EVAL), backstop $MINUTES min"
 NAMES=()
 for lever in $LEVERS; do   # decision weight:share of windows also trained merged (train/README
-    w=${lever%%:*}; m=${lever#*:}   # "Longer messages"; 0: none)
-    name="dw$w"; [ "$m" = 0 ] || name="dw$w-m$m"
+    IFS=: read -r w m form <<< "$lever"   # "Longer messages"; 0: none):form (turns)
+    m=${m:-0}; form=${form:-turns}
+    name="dw$w"; [ "$m" = 0 ] || name="dw$w-m$m"; [ "$form" = turns ] || name="$name-$form"
     NAMES+=("$name")
     run "$name" $(( $(left) - 5 )) "${LEVER[@]}" --max-steps "$STEPS" --val-rows "${VAL_ROWS:-64}" \
         --eval-steps "$EVAL" --save-steps "$EVAL" --decision-weight "$w" --merged-days "$m" \
-        --sitting-minutes "$MINUTES" &
+        --extract-form "$form" --sitting-minutes "$MINUTES" &
 done
 wait  # the levers, and the NF4 check, which ends by its own limit at the latest
 nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
