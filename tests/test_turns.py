@@ -312,3 +312,34 @@ def test_the_claim_gate_reads_sentence_turns():
     assert [p[2] for p in turn_parts(done, asked, "r")] == [
         "event 0 sentence 1: ", "event 0 sentence 2: ", "event 2 sentence 1: "]
     assert [p[2] for p in turn_parts(done[:2], [0, 2], "r")] == ["event 0: ", "event 2: "]
+
+
+def test_propose_makes_every_turn_answer_a_claim():
+    backend = ReplayBackend([extract_text(LISBON), extract_text(DENTIST)])
+    result = codec.run_turns(backend, EP, propose=True)
+    assert result.output == codec.run_turns(
+        ReplayBackend([extract_text(LISBON), extract_text(DENTIST)]), EP).output
+    schemas = [call["schema"]["properties"]["claims"] for call in backend.calls]
+    assert [s.get("minItems") for s in schemas] == [1, 1]
+    # the grammar refuses an empty turn, and the codec refuses it after the retry
+    with pytest.raises(codec.CodecError, match="event 0"):
+        codec.run_turns(ReplayBackend([EMPTY, EMPTY]), EP, propose=True)
+    plain = ReplayBackend([EMPTY, EMPTY])
+    codec.run_turns(plain, EP)
+    assert all("minItems" not in c["schema"]["properties"]["claims"] for c in plain.calls)
+
+
+def test_eval_takes_propose_in_the_turns_forms_only(tiny_corpus, tmp_path, capsys):
+    from memworker.eval.cli import main as eval_main
+    from memworker.eval.runner import LATER_DEFAULTS, Sampler, sampler_doc
+
+    args = ["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus), "--out",
+            str(tmp_path / "e"), "--no-progress", "--no-plots", "--propose"]
+    assert eval_main(args) == 2
+    assert "--propose applies to --extract-form turns or sentences only" in \
+        capsys.readouterr().err
+    assert eval_main(args + ["--extract-form", "sentences"]) == 0
+    config = json.loads((tmp_path / "e" / "config.json").read_text())
+    assert config["sampler"]["propose"] is True
+    # folders made before the field have the same sampler as one made without it
+    assert "propose" not in sampler_doc(Sampler()) and LATER_DEFAULTS["propose"] is False

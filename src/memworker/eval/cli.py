@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--turn-quotes", choices=("upto", "own"), default="upto",
                    help="with --extract-form turns: the events a turn's quotes may cite, its own "
                         "and the earlier ones (upto, the default) or its own only (own)")
+    p.add_argument("--propose", action="store_true",
+                   help="turns forms: every turn answers at least one claim (the schema's "
+                        "minItems 1), for the arm's --claim-gate to keep or drop")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -202,9 +205,12 @@ def _plan(args: argparse.Namespace) -> Plan:
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form, turn_quotes=args.turn_quotes)
+                      extract_form=args.extract_form, turn_quotes=args.turn_quotes,
+                      propose=args.propose)
     if sampler.turn_quotes != "upto" and sampler.extract_form not in TURN_FORMS:
         raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
+    if sampler.propose and sampler.extract_form not in TURN_FORMS:
+        raise EvalError("--propose applies to --extract-form turns or sentences only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task

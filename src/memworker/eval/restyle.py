@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a model arm's claim gate, as eval/run.py")
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--propose", action="store_true",
+                   help="turns forms: every turn answers at least one claim, as eval/run.py")
     args = p.parse_args(argv)
     try:
         arms = [parse_arm(a) for a in args.arm]
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if not pairs:
             raise EvalError(f"no {args.set} extract row merges")
         sampler = Sampler(threads=args.threads, max_tokens_cap=args.max_tokens,
-                          extract_form=args.extract_form)
+                          extract_form=args.extract_form, propose=args.propose)
         print(f"{len(pairs)} {args.set} extract rows rewritten (of {len(rows)}; left out: "
               f"{left['nothing to merge']} with nothing to merge, {left['audit violations']} "
               "failing the audit)")

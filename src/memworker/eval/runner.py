@@ -100,11 +100,15 @@ class Sampler:
     #: which events a turn's quotes may cite in the turns form: "upto" (its own and the earlier
     #: ones) or "own" (its own only: `codec.run_turns(own_quotes=True)`)
     turn_quotes: str = "upto"
+    #: turns forms: every turn answers at least one claim, for the arm's claim gate to keep or
+    #: drop (`codec.run_turns(propose=True)`)
+    propose: bool = False
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
-LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto"}
+LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
+                                  "propose": False}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -240,7 +244,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                        max_tokens=sampler.max_tokens_cap,
                                        retries=sampler.retries,
                                        **({"own_quotes": True} if turns and
-                                          sampler.turn_quotes == "own" else {}))
+                                          sampler.turn_quotes == "own" else {}),
+                                       **({"propose": True} if turns and sampler.propose
+                                          else {}))
             generations = result.turns
         else:
             result = codec.run_request(bound, request, temperature=sampler.temperature,

@@ -619,10 +619,15 @@ def _schema_upto(inputs: dict[str, Any], event: int, budget: int | None,
 
 def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
                   messages: list[dict[str, str]], use_grammar: bool,
-                  max_tokens: int | None, own_quotes: bool = False) -> Request:
-    """The request of one turn: the conversation so far, `_schema_upto` its event."""
+                  max_tokens: int | None, own_quotes: bool = False,
+                  propose: bool = False) -> Request:
+    """The request of one turn: the conversation so far, `_schema_upto` its event; with
+    `propose`, an answer must hold at least one claim."""
     context_left, budget = _context_budget(backend, messages, "extract")
     schema = _schema_upto(inputs, event, budget, own_quotes)
+    claims = schema["properties"]["claims"]
+    if propose and claims.get("maxItems", 1) >= 1:
+        claims["minItems"] = 1
     limit = max_tokens_for(schema, context_left=context_left)
     if max_tokens is not None:
         limit = min(limit, max_tokens)
@@ -632,7 +637,8 @@ def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
 
 def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
               use_grammar: bool = True, max_tokens: int | None = None,
-              retries: int = 1, own_quotes: bool = False, form: str = "turns") -> CodecResult:
+              retries: int = 1, own_quotes: bool = False, form: str = "turns",
+              propose: bool = False) -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -644,7 +650,12 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     (the merged answer, the summed tokens and seconds). `own_quotes`: each turn's claims quote
     its own event only (the schema offers no earlier event's spans; 90.5 % of the train split's
     gold claims quote one event only, train/README "E19"). `form` "sentences": one turn per
-    sentence of those events (`memworker.turns` "Sentences"), each turn's schema as its event's."""
+    sentence of those events (`memworker.turns` "Sentences"), each turn's schema as its event's.
+    `propose`: every turn must answer at least one claim (the schema's `minItems` 1), so the
+    model never takes the "no claim" side of a turn's first decision; what is kept is then a
+    claim gate's to decide (`memworker.inference.gate`: the claims the model scores below its
+    threshold are dropped), not the greedy choice at that fork (train/README "Propose, then
+    gate")."""
     check_inputs("extract", inputs)
     asked = turns_form.asked(inputs["events"], form)
     generations: list[Attempt] = []
@@ -655,7 +666,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     for turn in asked:
         messages = turns_form.messages(inputs, answers, form)
         request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
-                                own_quotes)
+                                own_quotes, propose)
         try:
             result = run_request(backend, request, temperature=temperature, seed=seed,
                                  retries=retries)
