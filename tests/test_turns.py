@@ -319,14 +319,25 @@ def test_propose_makes_every_turn_answer_a_claim():
     result = codec.run_turns(backend, EP, propose=True)
     assert result.output == codec.run_turns(
         ReplayBackend([extract_text(LISBON), extract_text(DENTIST)]), EP).output
-    schemas = [call["schema"]["properties"]["claims"] for call in backend.calls]
-    assert [s.get("minItems") for s in schemas] == [1, 1]
-    # the grammar refuses an empty turn, and the codec refuses it after the retry
-    with pytest.raises(codec.CodecError, match="event 0"):
-        codec.run_turns(ReplayBackend([EMPTY, EMPTY]), EP, propose=True)
     plain = ReplayBackend([EMPTY, EMPTY])
     codec.run_turns(plain, EP)
-    assert all("minItems" not in c["schema"]["properties"]["claims"] for c in plain.calls)
+    # the same schema (the answer is checked as usual); a grammar that allows no empty array
+    assert [c["schema"] for c in backend.calls] == [c["schema"] for c in plain.calls]
+    from memworker.inference.grammar import schema_to_gbnf
+
+    for proposing, call in zip(backend.calls, plain.calls, strict=True):
+        assert call["grammar"] == schema_to_gbnf(call["schema"])
+        wanted = json.loads(json.dumps(call["schema"]))
+        wanted["properties"]["claims"]["minItems"] = 1
+        assert proposing["grammar"] == schema_to_gbnf(wanted) != call["grammar"]
+    # a proposed claim the codec drops leaves an empty turn, not a failed row
+    tool = claim(quotes=[["I moved to Lisbon last month.", 0]], name="Paris", value="Paris",
+                 predicate="lives_in", supersedes=[], time_expression=None)
+    dropped = codec.run_turns(ReplayBackend([extract_text(tool), extract_text(DENTIST)]), EP,
+                              propose=True)
+    assert dropped.output["claims"] == codec.run_turns(
+        ReplayBackend([EMPTY, extract_text(DENTIST)]), EP).output["claims"]
+    assert any("dropped" in d for d in dropped.diagnostics)
 
 
 def test_eval_takes_propose_in_the_turns_forms_only(tiny_corpus, tmp_path, capsys):

@@ -622,17 +622,20 @@ def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
                   max_tokens: int | None, own_quotes: bool = False,
                   propose: bool = False) -> Request:
     """The request of one turn: the conversation so far, `_schema_upto` its event; with
-    `propose`, an answer must hold at least one claim."""
+    `propose`, its grammar makes the model write at least one claim (a generation constraint
+    only: the answer is checked against the schema as usual, so a proposed claim the codec drops
+    leaves an empty turn, not a failed one)."""
     context_left, budget = _context_budget(backend, messages, "extract")
     schema = _schema_upto(inputs, event, budget, own_quotes)
-    claims = schema["properties"]["claims"]
-    if propose and claims.get("maxItems", 1) >= 1:
-        claims["minItems"] = 1
+    generate = schema
+    if propose and schema["properties"]["claims"].get("maxItems", 1) >= 1:
+        generate = json.loads(json.dumps(schema))
+        generate["properties"]["claims"]["minItems"] = 1
     limit = max_tokens_for(schema, context_left=context_left)
     if max_tokens is not None:
         limit = min(limit, max_tokens)
     return Request("extract", inputs, messages, schema,
-                   schema_to_gbnf(schema) if use_grammar else None, limit)
+                   schema_to_gbnf(generate) if use_grammar else None, limit)
 
 
 def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
@@ -651,7 +654,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     its own event only (the schema offers no earlier event's spans; 90.5 % of the train split's
     gold claims quote one event only, train/README "E19"). `form` "sentences": one turn per
     sentence of those events (`memworker.turns` "Sentences"), each turn's schema as its event's.
-    `propose`: every turn must answer at least one claim (the schema's `minItems` 1), so the
+    `propose`: the grammar makes every turn answer at least one claim (`minItems` 1), so the
     model never takes the "no claim" side of a turn's first decision; what is kept is then a
     claim gate's to decide (`memworker.inference.gate`: the claims the model scores below its
     threshold are dropped), not the greedy choice at that fork (train/README "Propose, then
