@@ -245,7 +245,7 @@ def test_turn_quotes_needs_the_turns_form_and_is_recorded_only_when_set(tiny_cor
     common = ["--arm", "rules", "--set", "test", "--corpus", str(tiny_corpus), "--resamples", "50",
               "--no-plots", "--no-progress", "--task", "reflect", "--limit", "1"]
     assert main([*common, "--out", str(tmp_path / "a"), "--turn-quotes", "own"]) == 2
-    assert "--turn-quotes applies to --extract-form turns only" in capsys.readouterr().err
+    assert "--turn-quotes applies to --extract-form turns or sentences only" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
     assert main([*common, "--out", str(tmp_path / "b"), "--extract-form", "turns",
                  "--turn-quotes", "own"]) == 0
