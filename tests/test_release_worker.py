@@ -25,7 +25,8 @@ TURNS = {"extract_form": "turns", "claim_gate": GATE}
 def test_worker_config_is_checked_and_normalised():
     assert worker_config() == mfile.DEFAULT_WORKER
     assert worker_config("turns", "-0.249") == TURNS
-    for form, gate, why in (("lines", None, "extract form"), ("walk", "-1", "window and turns"),
+    for form, gate, why in (("lines", None, "extract form"),
+                            ("walk", "-1", "window, turns and sentences"),
                             ("turns", "max(x)>=1", "unknown claim score")):
         with pytest.raises(ExportError, match=why):
             worker_config(form, gate)

@@ -125,7 +125,7 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
     """`arms` with their claim gates from `--claim-gate` values: `ARM=SPEC` gates that arm,
     a bare `SPEC` (`ClaimGate.parse`: `SCORE>=T` or `T`) every model arm; EvalError for an
     unknown or rules arm, a bad spec, two gates for one arm, or a gate in the walk form (the
-    gate reads window and turns answers only)."""
+    gate reads window, turns and sentences answers only)."""
     from dataclasses import replace
 
     from memworker.inference.gate import ClaimGate
