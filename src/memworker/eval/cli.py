@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --extract-form turns: the events a turn's quotes may cite, its own "
                         "and the earlier ones (upto, the default) or its own only (own)")
     p.add_argument("--propose", action="store_true",
-                   help="turns forms: every turn answers at least one claim (the schema's "
+                   help="turns forms: every turn answers at least one claim (its grammar's "
                         "minItems 1), for the arm's --claim-gate to keep or drop")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")

@@ -60,10 +60,9 @@ def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
     if names[0] == names[1]:
         raise EvalError(f"the two arms need different names, got {names[0]!r} twice")
     configs = [_config(folder) for _, folder, _ in arms]
-    for field in ("set",):
-        if configs[0].get(field) != configs[1].get(field):
-            raise EvalError(f"the folders evaluate different sets: {configs[0].get(field)!r} "
-                            f"and {configs[1].get(field)!r}")
+    if configs[0].get("set") != configs[1].get("set"):
+        raise EvalError(f"the folders evaluate different sets: {configs[0].get('set')!r} and "
+                        f"{configs[1].get('set')!r}")
     manifests = [(c.get("corpus") or {}).get("manifest_sha256") for c in configs]
     if manifests[0] != manifests[1]:
         raise EvalError(f"the folders evaluate different corpora (manifest {manifests[0]} and "

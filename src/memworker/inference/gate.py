@@ -153,16 +153,15 @@ def turn_parts(turns: Sequence[Any], asked: Sequence[Any], where: str
                ) -> list[tuple[str, Tokens | None, str]]:
     """The parts of a turns-form answer: each accepted turn (`error` None; an attempt object or
     a sample's dict) with its diagnostics prefix; `asked` the turns asked
-    (`memworker.turns.asked`: each one's `label`) or, as before, their event indices."""
+    (`memworker.turns.asked`: each one's `label`)."""
     def get(t: Any, key: str) -> Any:
         return t.get(key) if isinstance(t, dict) else getattr(t, key)
 
     accepted = [t for t in turns if get(t, "error") is None]
     if len(accepted) != len(asked):
         raise GateError(f"{where}: {len(accepted)} accepted turns for {len(asked)} asked")
-    labels = [u.label if hasattr(u, "label") else f"event {u}" for u in asked]
-    return [(get(t, "raw"), get(t, "token_logprobs"), f"{label}: ")
-            for label, t in zip(labels, accepted, strict=True)]
+    return [(get(t, "raw"), get(t, "token_logprobs"), f"{u.label}: ")
+            for u, t in zip(asked, accepted, strict=True)]
 
 
 def result_fields(result: Any, inputs: dict[str, Any], form: str = "window") -> list[Fields]:
