@@ -32,10 +32,11 @@
 #
 # The student's worker (how it must be run; the release receipt's `worker`): EXTRACT_FORM (the
 # form it was trained in: window, the default, or turns) and CLAIM_GATE (its claim confidence
-# gate, e.g. 'first(predicate)+first(value)>=-0.249', chosen on val; default none). Both go to the
-# training (the form), the export (the receipt and the Modelfile), every evaluation of the
-# student and live acceptance; the base and the rules run ungated, and the rules in the window
-# form. export/verify.py refuses a release whose evaluations ran the student otherwise.
+# gate, e.g. 'first(predicate)+first(value)>=-0.249', chosen on val; default none), and PROPOSE=1
+# (with a turns form and a gate: every turn proposes a claim for the gate to keep or drop; its
+# threshold chosen on val with proposing). They go to the training (the form), the export (the
+# receipt and the Modelfile), every evaluation of the student and live acceptance; the base and
+# the rules run ungated and do not propose, and the rules answer in the window form. export/verify.py refuses a release whose evaluations ran the student otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +69,10 @@ WORKER_TRAIN=()                                   # train/run.py: the form, when
 if [ -n "${CLAIM_GATE:-}" ]; then
     WORKER_EXPORT+=(--claim-gate "$CLAIM_GATE")
     WORKER_EVAL+=(--claim-gate "student=$CLAIM_GATE")
+fi
+if [ -n "${PROPOSE:-}" ]; then
+    WORKER_EXPORT+=(--propose)
+    WORKER_EVAL+=(--propose student)
 fi
 [ "$EXTRACT_FORM" = window ] || WORKER_TRAIN+=(--extract-form "$EXTRACT_FORM")
 

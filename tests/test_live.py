@@ -333,6 +333,15 @@ def test_a_turns_form_run_leaves_the_rules_arm_as_it_is_and_gates_only_model_arm
     assert not (tmp_path / "bad").exists()
     served = Arm("student", "openai", "http://127.0.0.1:1/v1", "first(predicate)+first(value)>=-1")
     assert arm_identity(served, Sampler())["model"]["claim_gate"] == served.claim_gate
+    assert "propose" not in arm_identity(served, Sampler())["model"]
+    proposing = Arm("student", "openai", "http://127.0.0.1:1/v1", served.claim_gate, True)
+    assert arm_identity(proposing, Sampler())["model"]["propose"] is True
+    for extra, why in ((["--propose"], "applies to --extract-form turns"),
+                       (["--propose", "--extract-form", "turns", "--arm", "s=ollama:x"],
+                        "no --claim-gate to keep or drop")):
+        assert main(["--arm", "rules", "--out", str(tmp_path / "bad"), *extra]) == 2
+        assert why in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
 
 
 def test_identity_check_sees_a_changed_prompt(tmp_path, monkeypatch):

@@ -20,16 +20,22 @@ from memworker.inference.schema import InputError
 ROOT = Path(__file__).resolve().parents[1]
 GATE = f"{DEFAULT_SCORE}>=-0.249"
 TURNS = {"extract_form": "turns", "claim_gate": GATE}
+PROPOSING = {**TURNS, "propose": True}
 
 
 def test_worker_config_is_checked_and_normalised():
     assert worker_config() == mfile.DEFAULT_WORKER
     assert worker_config("turns", "-0.249") == TURNS
+    assert worker_config("turns", "-0.249", propose=True) == PROPOSING
     for form, gate, why in (("lines", None, "extract form"),
                             ("walk", "-1", "window, turns and sentences"),
                             ("turns", "max(x)>=1", "unknown claim score")):
         with pytest.raises(ExportError, match=why):
             worker_config(form, gate)
+    # proposing needs a turns form and a gate to keep or drop what each turn proposes
+    for form, gate in (("window", "-1"), ("turns", None)):
+        with pytest.raises(ExportError, match="propose needs extract form turns or sentences"):
+            worker_config(form, gate, propose=True)
 
 
 def test_the_modelfile_names_a_worker_that_is_not_the_default():
@@ -40,6 +46,9 @@ def test_the_modelfile_names_a_worker_that_is_not_the_default():
     assert "memworker worker" not in plain
     line = mfile.worker_line(TURNS)
     assert line in noted.splitlines() and "extract form turns" in line and GATE in line
+    assert "proposing" not in line and "propose=" not in line
+    assert "; proposing (" in mfile.worker_line(PROPOSING)
+    assert "propose=" in mfile.worker_line(PROPOSING)
     assert mfile.parse(noted) == mfile.parse(plain)   # a comment: Ollama's settings unchanged
 
 
@@ -68,7 +77,7 @@ def test_verify_checks_that_each_evaluation_ran_the_student_as_shipped(tmp_path)
     problems = check_worker(folder, receipt)
     assert len(problems) == 2
     assert "evaluation heldout ran the student with extract form window" in problems[0]
-    assert "evaluation test" in problems[1] and "claim gate None" in problems[1]
+    assert "evaluation test" in problems[1] and "claim gate none" in problems[1]
     (folder / "Modelfile").write_text(mfile.render("./s.gguf", end_of_turn="<|im_end|>",
                                                    license_text="MIT"))
     receipt["evaluation"] = {}
@@ -77,6 +86,25 @@ def test_verify_checks_that_each_evaluation_ran_the_student_as_shipped(tmp_path)
         f"({mfile.worker_line(TURNS)[2:]})"]
     receipt["worker"] = {"extract_form": "turns", "claim_gate": "-0.249"}   # not normalised
     assert "not in its normal form" in check_worker(folder, receipt)[0]
+    receipt["worker"] = {**TURNS, "propose": False}   # recorded only when proposing
+    assert "not in its normal form" in check_worker(folder, receipt)[0]
+
+
+def test_verify_checks_that_each_evaluation_proposed_as_the_release_ships(tmp_path):
+    shipped = ({"seed": 0, "extract_form": "turns"}, {"student": GATE})
+    folder, receipt = _release(tmp_path, PROPOSING, {"heldout": shipped, "test": shipped})
+    receipt["evaluation"]["heldout"]["config"]["proposing"] = ["student"]
+    problems = check_worker(folder, receipt)
+    assert len(problems) == 1 and "evaluation test ran the student with extract form turns " \
+        f"and claim gate {GATE}, but the release ships extract form turns and claim gate " \
+        f"{GATE} and proposing" in problems[0]
+    receipt["evaluation"]["test"]["config"]["proposing"] = ["base", "student"]
+    assert check_worker(folder, receipt) == []
+    # a release that does not propose refuses an evaluation whose student proposed
+    (tmp_path / "greedy").mkdir()
+    folder, receipt = _release(tmp_path / "greedy", TURNS, {"heldout": shipped})
+    receipt["evaluation"]["heldout"]["config"]["proposing"] = ["student"]
+    assert "claim gate " + GATE + " and proposing, but" in check_worker(folder, receipt)[0]
 
 
 def test_a_receipt_without_a_worker_is_the_window_form_ungated(tmp_path):
@@ -96,12 +124,42 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     folder, receipt = _release(tmp_path, TURNS, {})
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder, n_ctx=2048)
-    assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS}
+    assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False}
     receipt.pop("worker")
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)
     assert seen["extract_form"] == "window" and seen["claim_gate"] is None
     with pytest.raises(InputError, match="from the receipt's worker"):
         MemWorkerBackend.from_release(folder, claim_gate="-1")
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, propose=True)
+    receipt["worker"] = PROPOSING
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["propose"] is True and seen["claim_gate"] == GATE
     with pytest.raises(InputError, match="not a release receipt"):
         MemWorkerBackend.from_release(tmp_path)
+
+
+def test_the_worker_proposes_in_every_turn_only_with_a_turns_form_and_a_gate():
+    """MemWorkerBackend(propose=True): each turn's grammar asks for at least one claim (the
+    schema, and so what the codec accepts, is unchanged), and the gate keeps or drops them."""
+    from memworker.inference.backends import ReplayBackend
+    from tests.test_codec import EP
+
+    for kw in ({"extract_form": "window", "claim_gate": GATE}, {"extract_form": "turns"}):
+        with pytest.raises(InputError, match="propose makes every turn write a claim"):
+            MemWorkerBackend(ReplayBackend([]), propose=True, **kw)
+    with pytest.raises(InputError, match="extract_form 'lines'"):
+        MemWorkerBackend(ReplayBackend([]), extract_form="lines")
+    calls = {}
+    for propose in (False, True):
+        backend = ReplayBackend(['{"claims":[]}'] * 2)
+        worker = MemWorkerBackend(backend, extract_form="turns", claim_gate=None if not propose
+                                  else GATE, propose=propose)
+        worker.claim_gate = None   # (ReplayBackend returns no log-probabilities to score)
+        worker._run("extract", EP)
+        calls[propose] = backend.calls
+    assert [c["schema"] for c in calls[False]] == [c["schema"] for c in calls[True]]
+    assert all(a["grammar"] != b["grammar"] for a, b in zip(calls[False], calls[True],
+                                                          strict=True))

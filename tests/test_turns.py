@@ -341,9 +341,13 @@ def test_propose_makes_every_turn_answer_a_claim():
     assert any("dropped" in d for d in dropped.diagnostics)
 
 
-def test_eval_takes_propose_in_the_turns_forms_only(tiny_corpus, tmp_path, capsys):
+def test_eval_takes_propose_per_model_arm_in_the_turns_forms_only(tiny_corpus, tmp_path,
+                                                                    capsys):
+    """`--propose ARM` (bare: every model arm) belongs to the arm, like its claim gate: the base
+    beside a proposing student answers as it would, and the config records who proposed."""
+    from memworker.eval import runner
+    from memworker.eval.cli import continue_config, planned_config
     from memworker.eval.cli import main as eval_main
-    from memworker.eval.runner import LATER_DEFAULTS, Sampler, sampler_doc
 
     args = ["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus), "--out",
             str(tmp_path / "e"), "--no-progress", "--no-plots", "--propose"]
@@ -352,6 +356,49 @@ def test_eval_takes_propose_in_the_turns_forms_only(tiny_corpus, tmp_path, capsy
         capsys.readouterr().err
     assert eval_main(args + ["--extract-form", "sentences"]) == 0
     config = json.loads((tmp_path / "e" / "config.json").read_text())
-    assert config["sampler"]["propose"] is True
-    # folders made before the field have the same sampler as one made without it
-    assert "propose" not in sampler_doc(Sampler()) and LATER_DEFAULTS["propose"] is False
+    assert "proposing" not in config and "propose" not in config["sampler"]   # rules only
+    assert eval_main([*args[:-1], "--propose", "rules", "--extract-form", "turns"]) == 2
+    assert "the rules arm answers in the window form" in capsys.readouterr().err
+
+    arms = [runner.parse_arm(a) for a in ("student=s.gguf", "base=b.gguf", "rules")]
+    named = runner.assign_proposals(arms, ["student"], "turns")
+    assert [a.propose for a in named] == [True, False, False]
+    every = runner.assign_proposals(arms, [runner.EVERY_ARM], "turns")
+    assert [a.propose for a in every] == [True, True, False]
+    with pytest.raises(runner.EvalError, match="no arm named 'x'"):
+        runner.assign_proposals(arms, ["x"], "turns")
+    out = tmp_path / "p"
+    plan = ["--arm", "student=s.gguf", "--arm", "base=b.gguf", "--set", "val", "--corpus",
+            str(tiny_corpus), "--out", str(out), "--extract-form", "turns"]
+    _, proposing = planned_config([*plan, "--propose", "student"])
+    assert proposing["proposing"] == ["student"]
+    # samples made proposing join only a proposing arm of that name
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(proposing))
+    (out / runner.SAMPLES).write_text(json.dumps({"arm": "student", "id": "x"}) + "\n")
+    proposing["gguf"] = {}   # (no GGUF files here: the model check compares their absence)
+    (out / "config.json").write_text(json.dumps(proposing))
+    assert continue_config(out, proposing)["proposing"] == ["student"]
+    greedy = {k: v for k, v in proposing.items() if k != "proposing"}
+    with pytest.raises(runner.ConfigMismatch, match="arm 'student' proposing, now not"):
+        continue_config(out, greedy)
+    # an arm without samples may change; one recorded before and not given now stays recorded
+    other = {**greedy, "arms": {"base": "b.gguf"}}
+    assert continue_config(out, other)["proposing"] == ["student"]
+
+
+def test_run_row_proposes_for_the_arm_that_proposes(tiny_corpus):
+    from memworker.eval import runner
+
+    row = next(r for r in runner.load_eval_rows(tiny_corpus, "val")
+               if r["task"] == "extract" and turns.turn_events(r["input"]["events"]))
+    n = len(turns.turn_events(row["input"]["events"]))
+    sampler = runner.Sampler(extract_form="turns")
+    plain, proposing = (ReplayBackend([EMPTY] * n) for _ in range(2))
+    runner.run_row(plain, row, sampler, form="turns")
+    runner.run_row(proposing, row, sampler, form="turns", propose=True)
+    assert len(plain.calls) == len(proposing.calls) == n
+    # the same schema, a grammar that allows no empty claims array (codec.run_turns)
+    assert [c["schema"] for c in plain.calls] == [c["schema"] for c in proposing.calls]
+    assert all(a["grammar"] != b["grammar"] for a, b in zip(plain.calls, proposing.calls,
+                                                          strict=True))

@@ -53,9 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--turn-quotes", choices=("upto", "own"), default="upto",
                    help="with --extract-form turns: the events a turn's quotes may cite, its own "
                         "and the earlier ones (upto, the default) or its own only (own)")
-    p.add_argument("--propose", action="store_true",
-                   help="turns forms: every turn answers at least one claim (its grammar's "
-                        "minItems 1), for the arm's --claim-gate to keep or drop")
+    p.add_argument("--propose", action="append", nargs="?", const=runner.EVERY_ARM,
+                   default=None, metavar="ARM",
+                   help="turns forms: the arm ARM (without ARM: every model arm) answers at "
+                        "least one claim in every turn (its grammar's minItems 1), for its "
+                        "--claim-gate to keep or drop; an arm not named answers as it would "
+                        "(the base beside a proposing student); repeatable")
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -139,6 +142,12 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
             raise ConfigMismatch(f"{where} another claim gate for arm {name!r} ({old_gate}, now "
                                  f"{new_gate})", "name the arm differently, or remove its samples "
                                  "to run it again")
+        old_propose = name in before.get("proposing", [])
+        if old_propose != (name in config.get("proposing", [])):
+            raise ConfigMismatch(f"{where} arm {name!r} " + ("proposing, now not" if old_propose
+                                 else "not proposing, now proposing"),
+                                 "name the arm differently, or remove its samples to run it "
+                                 "again")
         old_spec, old_gguf = before.get("arms", {}).get(name), before.get("gguf", {}).get(name)
         new_gguf = config["gguf"].get(name)
         if old_spec != config["arms"][name] or (old_gguf or {}).get("sha256") != \
@@ -153,6 +162,10 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     gates = {**before.get("claim_gates", {}), **config.get("claim_gates", {})}
     if gates:
         joined["claim_gates"] = gates
+    proposing = sorted({n for n in before.get("proposing", []) if n not in config["arms"]}
+                       | set(config.get("proposing", [])))
+    if proposing:
+        joined["proposing"] = proposing
     return joined
 
 
@@ -202,15 +215,14 @@ def _plan(args: argparse.Namespace) -> Plan:
     if args.limit is not None:
         rows = rows[: args.limit]
     arms = runner.assign_gates(arms, args.claim_gate, args.extract_form)
+    arms = runner.assign_proposals(arms, args.propose, args.extract_form)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
+    proposing = sorted(a.name for a in arms if a.propose)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form, turn_quotes=args.turn_quotes,
-                      propose=args.propose)
+                      extract_form=args.extract_form, turn_quotes=args.turn_quotes)
     if sampler.turn_quotes != "upto" and sampler.extract_form not in TURN_FORMS:
         raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
-    if sampler.propose and sampler.extract_form not in TURN_FORMS:
-        raise EvalError("--propose applies to --extract-form turns or sentences only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task
@@ -218,7 +230,8 @@ def _plan(args: argparse.Namespace) -> Plan:
               "arms": {a.name: a.spec for a in arms}, "sampler": sampler_doc,
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment(), **({"logprobs": True} if args.logprobs else {}),
-              **({"claim_gates": gates} if gates else {})}
+              **({"claim_gates": gates} if gates else {}),
+              **({"proposing": proposing} if proposing else {})}
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 

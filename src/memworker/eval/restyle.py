@@ -29,9 +29,11 @@ from typing import Any
 
 from memworker.eval import stats
 from memworker.eval.runner import (
+    EVERY_ARM,
     EvalError,
     Sampler,
     assign_gates,
+    assign_proposals,
     close_backend,
     load_eval_rows,
     make_backend,
@@ -130,19 +132,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="a model arm's claim gate, as eval/run.py")
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--propose", action="store_true",
-                   help="turns forms: every turn answers at least one claim, as eval/run.py")
+    p.add_argument("--propose", action="append", nargs="?", const=EVERY_ARM, default=None,
+                   metavar="ARM", help="turns forms: the arm ARM (without ARM: every model arm) "
+                   "answers at least one claim in every turn, as eval/run.py")
     args = p.parse_args(argv)
     try:
         arms = [parse_arm(a) for a in args.arm]
         arms = assign_gates(arms, args.claim_gate, args.extract_form)
+        arms = assign_proposals(arms, args.propose, args.extract_form)
         rows = [r for r in load_eval_rows(args.corpus, args.set) if r["task"] == "extract"]
         pairs, left = restyled_rows(rows)
         pairs = pairs[:args.limit]
         if not pairs:
             raise EvalError(f"no {args.set} extract row merges")
         sampler = Sampler(threads=args.threads, max_tokens_cap=args.max_tokens,
-                          extract_form=args.extract_form, propose=args.propose)
+                          extract_form=args.extract_form)
         print(f"{len(pairs)} {args.set} extract rows rewritten (of {len(rows)}; left out: "
               f"{left['nothing to merge']} with nothing to merge, {left['audit violations']} "
               "failing the audit)")
@@ -156,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             started, done = time.perf_counter(), []
             try:
                 for row, merged in pairs:
-                    a, b = (run_row(backend, r, sampler, form=form, claim_gate=arm.claim_gate)
+                    a, b = (run_row(backend, r, sampler, form=form, claim_gate=arm.claim_gate,
+                                    propose=arm.propose)
                             for r in (row, merged))   # graded by the evaluator's grader
                     done.append((row, merged, a, b))
             finally:

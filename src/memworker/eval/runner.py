@@ -53,6 +53,11 @@ class Arm:
     #: extract claims scoring below it are dropped. A threshold is one model's own, so it
     #: belongs to the arm, not to the sampler every arm shares; the rules arm has none.
     claim_gate: str | None = None
+    #: turns forms: every turn answers at least one claim, for the arm's claim gate to keep or
+    #: drop (`codec.run_turns(propose=True)`). A decoding policy that pairs with the model's own
+    #: gate, so it belongs to the arm too: an ungated arm (the base beside a proposing student)
+    #: answers as it would, and the rules arm never proposes.
+    propose: bool = False
 
     @property
     def spec(self) -> str:
@@ -100,15 +105,11 @@ class Sampler:
     #: which events a turn's quotes may cite in the turns form: "upto" (its own and the earlier
     #: ones) or "own" (its own only: `codec.run_turns(own_quotes=True)`)
     turn_quotes: str = "upto"
-    #: turns forms: every turn answers at least one claim, for the arm's claim gate to keep or
-    #: drop (`codec.run_turns(propose=True)`)
-    propose: bool = False
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
-LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
-                                  "propose": False}
+LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto"}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -153,6 +154,36 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
         raise EvalError("--claim-gate reads extract answers of the window, turns and sentences "
                         "forms only")
     return [replace(a, claim_gate=gates.get(a.name)) for a in arms]
+
+
+#: `--propose` given without an arm name: every model arm proposes
+EVERY_ARM = "*"
+
+
+def assign_proposals(arms: list[Arm], names: list[str] | None,
+                     extract_form: str = "window") -> list[Arm]:
+    """`arms` with `propose` set from `--propose` values: an arm's name, or `EVERY_ARM` (the
+    option without a value) for every model arm; EvalError for an unknown or rules arm (the
+    rules answer in the window form) and outside the turns forms."""
+    from dataclasses import replace
+
+    from memworker.turns import TURN_FORMS
+
+    chosen: set[str] = set()
+    for name in names or []:
+        if name == EVERY_ARM:
+            chosen |= {a.name for a in arms if a.kind != "rules"}
+            continue
+        arm = next((a for a in arms if a.name == name), None)
+        if arm is None:
+            raise EvalError(f"--propose {name}: no arm named {name!r}")
+        if arm.kind == "rules":
+            raise EvalError(f"--propose {name}: the rules arm answers in the window form and "
+                            "proposes nothing")
+        chosen.add(name)
+    if names and extract_form not in TURN_FORMS:
+        raise EvalError("--propose applies to --extract-form turns or sentences only")
+    return [replace(a, propose=a.name in chosen) for a in arms]
 
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
@@ -216,7 +247,7 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             grader: Grader | None = None, form: str = "window",
-            claim_gate: str | None = None) -> dict[str, Any]:
+            claim_gate: str | None = None, propose: bool = False) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
@@ -224,7 +255,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     With `claim_gate` (the arm's `ClaimGate.spec`), an extract answer's claims the model scores
     below it are dropped (`memworker.inference.gate`; the sample's `gate` records
     the scores, and the dropped claims are in its diagnostics; a backend that returns no
-    log-probabilities raises `GateError`, a backend error)."""
+    log-probabilities raises `GateError`, a backend error). `propose` (turns forms): every turn
+    answers at least one claim (`codec.run_turns(propose=True)`)."""
     from memworker.inference import codec
     from memworker.inference.gate import ClaimGate
 
@@ -245,7 +277,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                        retries=sampler.retries,
                                        **({"own_quotes": True} if turns and
                                           sampler.turn_quotes == "own" else {}),
-                                       **({"propose": True} if turns and sampler.propose
+                                       **({"propose": True} if turns and propose
                                           else {}))
             generations = result.turns
         else:
@@ -356,7 +388,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                 try:
                     sample = run_row(backend, row, sampler, grader,
                                      form="window" if arm.kind == "rules"
-                                     else sampler.extract_form, claim_gate=arm.claim_gate)
+                                     else sampler.extract_form, claim_gate=arm.claim_gate,
+                                     propose=arm.propose)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

@@ -52,12 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the system temp folder)")
     parser.add_argument("--extract-form", default="window",
                         help="the form the student extracts in (memworker.turns: window, turns, "
-                             "walk; the one it was trained in): recorded as the release's worker")
+                             "walk, sentences; the one it was trained in): recorded as the release's worker")
     parser.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
                         help="the student's claim confidence gate (memworker.inference.gate; its "
                              "threshold chosen on val with eval/confidence.py): recorded as the "
                              "release's worker, named in the Modelfile; evaluate the student with "
                              "the same gate (eval/run.py --claim-gate student=...)")
+    parser.add_argument("--propose", action="store_true",
+                        help="with a turns form and --claim-gate: every turn of the student "
+                             "answers at least one claim for its gate to keep or drop; recorded "
+                             "as the release's worker; evaluate the student so (eval/run.py "
+                             "--propose student)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -85,6 +90,7 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.run:
         receipt = export_release(args.run, out, base=args.base, publish_dir=publish,
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
+                                 propose=args.propose,
                                  **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

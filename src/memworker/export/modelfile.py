@@ -42,10 +42,17 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
     worker = {**DEFAULT_WORKER, **(worker or {})}
     if worker == DEFAULT_WORKER:
         return None
-    gate = worker["claim_gate"] or "none"
-    return (f"# memworker worker: extract form {worker['extract_form']}; claim gate {gate} "
-            "(applied by memworker's codec: MemWorkerBackend.from_release, or extract_form= and "
-            "claim_gate=; Ollama alone applies neither)")
+    return (f"# memworker worker: {worker_words(worker, ';')} (applied by memworker's codec: "
+            "MemWorkerBackend.from_release, or extract_form= and claim_gate="
+            + (" and propose=" if worker.get("propose") else "")
+            + "; Ollama alone applies neither)")
+
+
+def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
+    """'extract form F and claim gate G' (', proposing' when the worker proposes)."""
+    gate = worker.get("claim_gate") or "none"
+    return (f"extract form {worker.get('extract_form', 'window')}{sep} claim gate {gate}"
+            + (f"{sep} proposing" if worker.get("propose") else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

@@ -412,10 +412,13 @@ def default_publish_dir(out: Path) -> Path | None:
 
 # --- the public API ------------------------------------------------------------------------------
 
-def worker_config(extract_form: str = "window", claim_gate: str | None = None) -> dict[str, Any]:
-    """The release's `worker` record: how its student must be run (ExportError when invalid)."""
+def worker_config(extract_form: str = "window", claim_gate: str | None = None,
+                  propose: bool = False) -> dict[str, Any]:
+    """The release's `worker` record: how its student must be run (ExportError when invalid).
+    `propose` (every turn answers a claim for the gate to keep or drop) needs a turns form and a
+    claim gate, and is recorded only when set (a record without it: not proposing)."""
     from memworker.inference.gate import ClaimGate
-    from memworker.turns import FORMS
+    from memworker.turns import FORMS, TURN_FORMS
 
     if extract_form not in FORMS:
         raise ExportError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
@@ -427,24 +430,29 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None) -
             claim_gate = ClaimGate.parse(claim_gate).spec
         except ValueError as exc:
             raise ExportError(f"claim gate: {exc}") from None
-    return {"extract_form": extract_form, "claim_gate": claim_gate}
+    if propose and (extract_form not in TURN_FORMS or claim_gate is None):
+        raise ExportError("propose needs extract form " + " or ".join(TURN_FORMS) + " and a "
+                          "claim gate (every turn writes a claim for the gate to keep or drop)")
+    return {"extract_form": extract_form, "claim_gate": claim_gate,
+            **({"propose": True} if propose else {})}
 
 
 def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
                    base: str | None = None, receipts_dir: str | Path | None = "receipts",
                    publish_dir: str | Path | None = None, pre_tokenizer: str | None = None,
                    work_dir: str | Path | None = None, extract_form: str = "window",
-                   claim_gate: str | None = None) -> dict[str, Any]:
+                   claim_gate: str | None = None, propose: bool = False) -> dict[str, Any]:
     """Export the student of the finished stage run `run_dir` into the release folder `out`;
     returns the release receipt. All refusals happen before anything is written.
 
-    `extract_form` and `claim_gate` say how the student must be run (the form it was trained to
-    extract in, `memworker.turns.FORMS`; its claim confidence gate, `ClaimGate.parse`, chosen on
-    val): the receipt's `worker` records them, the Modelfile names them, `MemWorkerBackend.
+    `extract_form`, `claim_gate` and `propose` say how the student must be run (the form it was
+    trained to extract in, `memworker.turns.FORMS`; its claim confidence gate, `ClaimGate.parse`,
+    chosen on val; whether every turn proposes a claim for that gate): the receipt's `worker`
+    records them, the Modelfile names them, `MemWorkerBackend.
     from_release` applies them, and `export/verify.py` checks that every evaluation of the
     student ran it so."""
     run_dir, out = Path(run_dir), Path(out)
-    worker = worker_config(extract_form, claim_gate)
+    worker = worker_config(extract_form, claim_gate, propose)
     receipts = Path(receipts_dir) if receipts_dir else None
     receipt, sha = load_run(run_dir)
     check_adapter(run_dir, receipt)

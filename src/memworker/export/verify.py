@@ -113,8 +113,8 @@ def check_modelfile(folder: Path, receipt: dict[str, Any]) -> list[str]:
 
 
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
-    """The release's `worker` (how its student must be run: extraction form, claim gate; a
-    receipt without one: the window form, no gate) is valid, named in the Modelfile when not the
+    """The release's `worker` (how its student must be run: extraction form, claim gate,
+    proposing; a receipt without one: the window form, no gate, no proposing) is valid, named in the Modelfile when not the
     default, and is how every recorded evaluation ran the student (its arm `student`): otherwise
     the published figures are not those of the worker the release ships."""
     from memworker.export.release import ExportError, worker_config
@@ -124,7 +124,8 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     where = folder / RELEASE_RECEIPT
     worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
     try:
-        if worker_config(worker["extract_form"], worker["claim_gate"]) != worker:
+        if worker_config(worker["extract_form"], worker["claim_gate"],
+                         worker.get("propose") is True) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
     except ExportError as exc:
         return [f"{where}: worker: {exc}"]
@@ -138,12 +139,13 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
         if "student" not in (config.get("arms") or {}):
             continue
         ran = {"extract_form": (config.get("sampler") or {}).get("extract_form", "window"),
-               "claim_gate": (config.get("claim_gates") or {}).get("student")}
+               "claim_gate": (config.get("claim_gates") or {}).get("student"),
+               **({"propose": True} if "student" in config.get("proposing", []) else {})}
         if ran != worker:
-            problems.append(f"{where}: evaluation {name} ran the student with extract form "
-                            f"{ran['extract_form']} and claim gate {ran['claim_gate']}, but the "
-                            f"release ships extract form {worker['extract_form']} and claim gate "
-                            f"{worker['claim_gate']}: its figures are not the shipped worker's")
+            problems.append(f"{where}: evaluation {name} ran the student with "
+                            f"{mfile.worker_words(ran)}, but the release ships "
+                            f"{mfile.worker_words(worker)}: its figures are not the shipped "
+                            "worker's")
     return problems
 
 

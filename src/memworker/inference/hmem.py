@@ -32,7 +32,10 @@ With `claim_gate` (`memworker.inference.gate.ClaimGate` or its spec, e.g.
 claim_gate="first(predicate)+first(value)>=-0.249")`), `extract` keeps only the claims the model
 scores at or above the gate's threshold from its own token log-probabilities; the constructors
 ask their backend for them, and a backend that returns none raises `GateError` (a
-`BackendError`). The threshold is the model's own (its release receipt).
+`BackendError`). The threshold is the model's own (its release receipt). With `propose=True`
+as well (the turns forms only), every turn answers at least one claim and the gate alone decides
+which are kept (`codec.run_turns(propose=True)`); `from_release` applies it when the receipt's
+`worker` says so.
 
 `reflect` returns {"text", "citations", "insufficient_evidence", "source_ids"}. The full codec
 result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
@@ -93,7 +96,15 @@ class MemWorkerBackend:
     def __init__(self, backend: Any, *, temperature: float = 0.0, seed: int = 0,
                  use_grammar: bool = True, budget_tokens: int | None = -1,
                  max_tokens: int | None = None, extract_form: str = "window",
-                 claim_gate: ClaimGate | str | None = None):
+                 claim_gate: ClaimGate | str | None = None, propose: bool = False):
+        from memworker.turns import FORMS, TURN_FORMS
+
+        if extract_form not in FORMS:
+            raise InputError(f"extract_form {extract_form!r}: one of {', '.join(FORMS)}")
+        if propose and (extract_form not in TURN_FORMS or claim_gate is None):
+            raise InputError("propose makes every turn write a claim for the claim gate to keep "
+                             f"or drop: it needs extract_form {' or '.join(TURN_FORMS)} and a "
+                             f"claim_gate (got {extract_form!r}, {claim_gate!r})")
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -103,6 +114,9 @@ class MemWorkerBackend:
         #: the extraction form (memworker.turns.FORMS) of a student trained in it; in the
         #: turns form `max_tokens` caps each turn
         self.extract_form = extract_form
+        #: turns forms: every turn answers at least one claim, for the claim gate to keep or drop
+        #: (`codec.run_turns(propose=True)`)
+        self.propose = propose
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -124,8 +138,9 @@ class MemWorkerBackend:
     def from_release(cls, folder: str | Path = "release", **kwargs: Any) -> MemWorkerBackend:
         """The student of a release folder (`export/run.py`) as its receipt says to run it: its
         GGUF through llama.cpp, in the extraction form and with the claim gate of the receipt's
-        `worker` (a receipt without one: the window form, no gate). Keyword arguments go to
-        `from_gguf`; an explicit `extract_form` or `claim_gate` among them is an error."""
+        `worker` (a receipt without one: the window form, no gate, no proposing). Keyword
+        arguments go to `from_gguf`; an explicit `extract_form`, `claim_gate` or `propose` among
+        them is an error."""
         import json
 
         folder = Path(folder)
@@ -135,12 +150,13 @@ class MemWorkerBackend:
             gguf = folder / receipt["student"]["gguf"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
-        clash = sorted({"extract_form", "claim_gate"} & set(kwargs))
+        clash = sorted({"extract_form", "claim_gate", "propose"} & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
         worker = receipt.get("worker") or {}
         return cls.from_gguf(gguf, extract_form=worker.get("extract_form", "window"),
-                             claim_gate=worker.get("claim_gate"), **kwargs)
+                             claim_gate=worker.get("claim_gate"),
+                             propose=bool(worker.get("propose", False)), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -166,7 +182,8 @@ class MemWorkerBackend:
         if task == "extract" and self.extract_form != "window":
             result = codec.run_extract(backend, inputs, self.extract_form,
                                        temperature=self.temperature, seed=self.seed,
-                                       use_grammar=self.use_grammar, max_tokens=self.max_tokens)
+                                       use_grammar=self.use_grammar, max_tokens=self.max_tokens,
+                                       **({"propose": True} if self.propose else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

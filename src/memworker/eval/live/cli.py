@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the arm ARM (without ARM=: every model arm) keeps only the extract "
                         "claims it scores at or above T (memworker.inference.gate, as "
                         "eval/run.py --claim-gate); repeatable")
+    p.add_argument("--propose", action="append", nargs="?", const=eval_runner.EVERY_ARM,
+                   default=None, metavar="ARM",
+                   help="turns forms: the arm ARM (without ARM: every model arm) answers at "
+                        "least one claim in every turn, for its claim gate to keep or drop (as "
+                        "eval/run.py --propose); repeatable")
     return p
 
 
@@ -95,6 +100,11 @@ def _main(args: argparse.Namespace) -> int:
 
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
+    arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
+    ungated = [a.name for a in arms if a.propose and a.claim_gate is None]
+    if ungated:
+        raise EvalError(f"--propose: arm(s) {', '.join(ungated)} have no --claim-gate to keep or "
+                        "drop what they propose (a store's worker proposes only with its gate)")
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise EvalError(f"arm names must be unique, got {names}")
@@ -113,6 +123,8 @@ def _main(args: argparse.Namespace) -> int:
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
+              **({"proposing": sorted(a.name for a in arms if a.propose)}
+                 if any(a.propose for a in arms) else {}),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -158,7 +170,7 @@ def _main(args: argparse.Namespace) -> int:
         worker = MemWorkerBackend(backend, temperature=sampler.temperature, seed=sampler.seed,
                                   use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap,
                                   extract_form=sampler.extract_form if model else "window",
-                                  claim_gate=arm.claim_gate)
+                                  claim_gate=arm.claim_gate, propose=arm.propose)
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

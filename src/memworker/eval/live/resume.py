@@ -59,6 +59,8 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
     model: dict[str, Any] = {"kind": arm.kind}
     if arm.claim_gate is not None:  # (absent when ungated: results stored before gates match)
         model["claim_gate"] = arm.claim_gate
+    if arm.propose:  # (absent when not proposing: results stored before proposing match)
+        model["propose"] = True
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
     threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":
