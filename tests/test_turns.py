@@ -402,3 +402,20 @@ def test_run_row_proposes_for_the_arm_that_proposes(tiny_corpus):
     assert [c["schema"] for c in plain.calls] == [c["schema"] for c in proposing.calls]
     assert all(a["grammar"] != b["grammar"] for a, b in zip(plain.calls, proposing.calls,
                                                           strict=True))
+
+
+def test_merged_turns_may_hold_more_claims_than_the_contract_before_repeats_are_dropped():
+    """Proposing turns repeat earlier turns' claims, so the merged parts can exceed the wire
+    contract's 12 claims before the repeats go: each claim is checked alone, the repeats are
+    dropped, and only then is the number cut (release v3's held-out row food-09-e01 failed whole
+    on this before)."""
+    from memworker.inference.schema import CONTRACT_LIMITS
+
+    n = CONTRACT_LIMITS.claims + 1
+    result = codec._decode_merged(EP, [LISBON] * n)
+    assert len(result.output["claims"]) == 1
+    assert sum("dropped (repeats claims/0" in d for d in result.diagnostics) == n - 1
+    bad = json.loads(json.dumps(LISBON))
+    bad[0] = []   # no quote: the wire contract still refuses it, claim by claim
+    with pytest.raises(codec.OutputValidationError):
+        codec._decode_merged(EP, [LISBON] * n + [bad])

@@ -287,7 +287,12 @@ def _canonical_to_wire(doc: dict[str, Any]
 
 
 def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any],
-             diags: list[str], dropped: list[Finding]) -> tuple[dict[str, Any], dict[str, Any]]:
+             diags: list[str], dropped: list[Finding], *, merged: bool = False
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Decode and check an extract answer. `merged`: the claims of several parts (each already
+    checked as its part's answer), so the wire contract is checked claim by claim and their
+    number is left to the caller (`_decode_merged` drops repeats, then cuts at the contract's
+    limit)."""
     given: list[tuple[Any, Any]] | None = None
     statements: list[str] | None = None
     claims_in = doc.get("claims")
@@ -295,7 +300,11 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
                                            for c in claims_in):
         doc, given, statements = _canonical_to_wire(doc)
         diags.append(f"{CANONICAL_FORM}; converted to wire form")
-    problems = contracts.errors("extract_wire", doc)
+    if merged and isinstance(doc.get("claims"), list):
+        problems = [p for claim in doc["claims"]
+                    for p in contracts.errors("extract_wire", {**doc, "claims": [claim]})]
+    else:
+        problems = contracts.errors("extract_wire", doc)
     if problems:
         raise _invalid(problems)
     records = wire.claim_records(doc)
@@ -781,7 +790,8 @@ def _decode_merged(inputs: dict[str, Any], claims: list[Any]) -> CodecResult:
     schema["properties"]["claims"]["maxItems"] = max(len(claims), 1)
     diagnostics: list[str] = []
     dropped: list[Finding] = []
-    wire_answer, output = _extract(json.loads(merged), inputs, schema, diagnostics, dropped)
+    wire_answer, output = _extract(json.loads(merged), inputs, schema, diagnostics, dropped,
+                                   merged=True)
     if len(output["claims"]) > CONTRACT_LIMITS.claims:
         left = len(output["claims"]) - CONTRACT_LIMITS.claims
         output["claims"] = output["claims"][:CONTRACT_LIMITS.claims]
