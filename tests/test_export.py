@@ -319,7 +319,7 @@ def test_a_release_records_its_worker_and_verify_holds_the_evaluations_to_it(wor
     assert not [p for p in verify_release(out, None, load=False) if "worker" in p
                 or "ran the student" in p]
     with pytest.raises(ExportError, match="evaluation test ran the student with extract form "
-                                          "turns and claim gate None"):
+                                          "turns and claim gate none"):
         record_evaluation(out, {"test": {**PASSING, **ungated}}, receipts_dir=None)
     assert list(_receipt(out)["evaluation"]) == ["heldout"]   # refused: nothing written
     capsys.readouterr()
