@@ -301,9 +301,10 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
         raise SystemExit(f"bench: no extract rows in {args.corpus} {set_name}")
     worker = MemWorkerBackend.from_gguf(path, n_ctx=args.n_ctx, n_threads=args.threads,
                                         extract_form=args.extract_form,
-                                        claim_gate=args.claim_gate)
+                                        claim_gate=args.claim_gate, propose=args.propose)
     gate = worker.claim_gate.spec if worker.claim_gate else "none"
-    print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}; "
+    print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}"
+          f"{', proposing' if args.propose else ''}; "
           f"{len(rows)} {set_name} extract windows of {args.corpus}, "
           f"threads={worker.backend.llm.n_threads}, "
           f"n_ctx={args.n_ctx}")
@@ -406,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extract-form", default="window", help="--worker: the extraction form")
     p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
                    help="--worker: the student's claim gate")
+    p.add_argument("--propose", action="store_true",
+                   help="--worker: every turn proposes a claim for the gate (a release's worker "
+                        "with propose)")
     p.add_argument("--threads-sweep", action="store_true",
                    help="instead of the modes: raw decode and prompt rates at a 900-token context "
                         "for 1 and 2 threads under the PASSIVE and ACTIVE OpenMP wait policies, "
