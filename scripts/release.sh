@@ -36,7 +36,8 @@
 # (with a turns form and a gate: every turn proposes a claim for the gate to keep or drop; its
 # threshold chosen on val with proposing). They go to the training (the form), the export (the
 # receipt and the Modelfile), every evaluation of the student and live acceptance; the base and
-# the rules run ungated and do not propose, and the rules answer in the window form. export/verify.py refuses a release whose evaluations ran the student otherwise.
+# the rules run ungated and do not propose, and the rules answer in the window form.
+# export/verify.py refuses a release whose evaluations ran the student otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

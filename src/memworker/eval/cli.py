@@ -53,12 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--turn-quotes", choices=("upto", "own"), default="upto",
                    help="with --extract-form turns: the events a turn's quotes may cite, its own "
                         "and the earlier ones (upto, the default) or its own only (own)")
-    p.add_argument("--propose", action="append", nargs="?", const=runner.EVERY_ARM,
-                   default=None, metavar="ARM",
-                   help="turns forms: the arm ARM (without ARM: every model arm) answers at "
-                        "least one claim in every turn (its grammar's minItems 1), for its "
-                        "--claim-gate to keep or drop; an arm not named answers as it would "
-                        "(the base beside a proposing student); repeatable")
+    runner.add_propose_option(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")

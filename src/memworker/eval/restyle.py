@@ -29,9 +29,9 @@ from typing import Any
 
 from memworker.eval import stats
 from memworker.eval.runner import (
-    EVERY_ARM,
     EvalError,
     Sampler,
+    add_propose_option,
     assign_gates,
     assign_proposals,
     close_backend,
@@ -132,9 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="a model arm's claim gate, as eval/run.py")
     p.add_argument("--max-tokens", type=int, default=1024)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--propose", action="append", nargs="?", const=EVERY_ARM, default=None,
-                   metavar="ARM", help="turns forms: the arm ARM (without ARM: every model arm) "
-                   "answers at least one claim in every turn, as eval/run.py")
+    add_propose_option(p)
     args = p.parse_args(argv)
     try:
         arms = [parse_arm(a) for a in args.arm]

@@ -160,6 +160,17 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
 EVERY_ARM = "*"
 
 
+def add_propose_option(parser: Any) -> None:
+    """The `--propose [ARM]` option of eval/run.py, eval/restyle.py and eval/live.py (values for
+    `assign_proposals`)."""
+    parser.add_argument("--propose", action="append", nargs="?", const=EVERY_ARM, default=None,
+                        metavar="ARM",
+                        help="turns forms: the arm ARM (without ARM: every model arm) answers "
+                             "at least one claim in every turn (its grammar's minItems 1), for "
+                             "its claim gate to keep or drop; an arm not named answers as it "
+                             "would (the base beside a proposing student); repeatable")
+
+
 def assign_proposals(arms: list[Arm], names: list[str] | None,
                      extract_form: str = "window") -> list[Arm]:
     """`arms` with `propose` set from `--propose` values: an arm's name, or `EVERY_ARM` (the

@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the system temp folder)")
     parser.add_argument("--extract-form", default="window",
                         help="the form the student extracts in (memworker.turns: window, turns, "
-                             "walk, sentences; the one it was trained in): recorded as the release's worker")
+                             "walk, sentences; the one it was trained in): recorded as the "
+                             "release's worker")
     parser.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
                         help="the student's claim confidence gate (memworker.inference.gate; its "
                              "threshold chosen on val with eval/confidence.py): recorded as the "

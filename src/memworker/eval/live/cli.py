@@ -54,11 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the arm ARM (without ARM=: every model arm) keeps only the extract "
                         "claims it scores at or above T (memworker.inference.gate, as "
                         "eval/run.py --claim-gate); repeatable")
-    p.add_argument("--propose", action="append", nargs="?", const=eval_runner.EVERY_ARM,
-                   default=None, metavar="ARM",
-                   help="turns forms: the arm ARM (without ARM: every model arm) answers at "
-                        "least one claim in every turn, for its claim gate to keep or drop (as "
-                        "eval/run.py --propose); repeatable")
+    eval_runner.add_propose_option(p)
     return p
 
 
@@ -121,10 +117,10 @@ def _main(args: argparse.Namespace) -> int:
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
+    proposing = sorted(a.name for a in arms if a.propose)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
-              **({"proposing": sorted(a.name for a in arms if a.propose)}
-                 if any(a.propose for a in arms) else {}),
+              **({"proposing": proposing} if proposing else {}),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
