@@ -65,3 +65,33 @@ def test_the_worker_bench_counts_every_generation_and_the_gate():
     line = worker_report([{**c, "wall": 2.0} for c in calls], decode_rate=calls[0]["tokens"])
     assert "p50 2.00 s" in line and "decode ratio p50 2.00" in line
     assert "claims kept 2, gated away 2" in line
+
+
+def test_lookup_steps_copy_what_the_context_holds_and_fall_back_to_one_token():
+    """Prompt-lookup replay: a draft is the continuation of the latest earlier occurrence of the
+    last two tokens; a step yields the draft's matching prefix plus the model's own token, and a
+    step with no occurrence is one token in a batch of one."""
+    from memworker.inference.bench import lookup_steps
+
+    prompt = [1, 2, 3, 4, 5, 9]
+    # the answer copies 3 4 5 after "1 2", then leaves the copy (7), then has no match (8)
+    steps = lookup_steps(prompt, [1, 2, 3, 4, 5, 7, 8], draft=8)
+    # step 1: key (5, 9) never occurred before -> batch 1, yields "1"
+    # step 2: key (9, 1) -> none -> yields "2"
+    # step 3: key (1, 2) at 0 -> draft 3 4 5 9 1 2 (6 tokens); the answer continues 3 4 5 7:
+    #         3 match, plus the model's own token (7)
+    # step 4: key (5, 7) -> none -> yields "8"
+    assert steps == [(1, 1), (1, 1), (7, 4), (1, 1)]
+    assert sum(y for _, y in steps) == 7
+    assert lookup_steps([], [5], draft=4) == [(1, 1)]
+    # the draft is what follows the occurrence (3 1 2), checked whole; the answer has one token
+    assert lookup_steps([1, 2, 3, 1, 2], [3], draft=4) == [(4, 1)]
+
+
+def test_cost_of_reads_measured_batches_and_interpolates():
+    from memworker.inference.bench import cost_of
+
+    costs = {1: 16.0, 2: 34.0, 4: 46.0, 8: 58.0}
+    assert cost_of(costs, 4) == 46.0
+    assert cost_of(costs, 3) == 40.0              # between 2 and 4
+    assert cost_of(costs, 12) == 70.0             # beyond 8: the 4 -> 8 slope

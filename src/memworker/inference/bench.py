@@ -30,6 +30,7 @@ prefix cache copies, for the longest stored prefix.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -271,7 +272,8 @@ def worker_bench(worker, rows: list[dict], log=print, timer: DecodeTimer | None 
         generations = result.turns if result.turns is not None else result.attempts
         out.append({"wall": wall, "tokens": sum(g.completion_tokens or 0 for g in generations),
                     "calls": len(generations), "kept": len(result.output["claims"]),
-                    "gated": len((result.gate or {}).get("dropped", []))})
+                    "gated": len((result.gate or {}).get("dropped", [])),
+                    "answers": [g.raw for g in generations]})
         if k % 5 == 0:
             log(f"  {k}/{len(rows)} windows")
     return out
@@ -299,20 +301,28 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
     rows = rows[:int(n)] if n else rows
     if not rows:
         raise SystemExit(f"bench: no extract rows in {args.corpus} {set_name}")
-    worker = MemWorkerBackend.from_gguf(path, n_ctx=args.n_ctx, n_threads=args.threads,
-                                        extract_form=args.extract_form,
-                                        claim_gate=args.claim_gate, propose=args.propose)
+    from memworker.inference.backends import LlamaCppBackend
+
+    backend = LlamaCppBackend(path, n_ctx=args.n_ctx, n_threads=args.threads or None,
+                              kv_cache=args.kv_cache,
+                              record_logprobs=args.claim_gate is not None)
+    worker = MemWorkerBackend(backend, extract_form=args.extract_form,
+                              claim_gate=args.claim_gate, propose=args.propose)
     gate = worker.claim_gate.spec if worker.claim_gate else "none"
     print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}"
           f"{', proposing' if args.propose else ''}; "
           f"{len(rows)} {set_name} extract windows of {args.corpus}, "
           f"threads={worker.backend.llm.n_threads}, "
-          f"n_ctx={args.n_ctx}")
+          f"n_ctx={args.n_ctx}, kv cache {args.kv_cache}")
     llm = worker.backend.llm
     rate0 = raw_decode_rate(llm)
     timer = DecodeTimer(llm)
     started = time.perf_counter()
     calls = worker_bench(worker, rows, timer=timer)
+    if args.answers:
+        with open(args.answers, "w", encoding="utf-8") as out:
+            for row, call in zip(rows, calls, strict=True):
+                out.write(json.dumps({"id": row["id"], "turns": call["answers"]}) + "\n")
     elapsed = time.perf_counter() - started
     timed = sum(c["wall"] for c in calls)
     split = timer.report(timed)   # (before the decode-rate loop below adds its own)
@@ -323,6 +333,118 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
     print(f"{split} (over the {len(calls)} timed windows, {timed:.1f} s)")
     print(f"bench: {len(calls)} windows in {elapsed:.0f} s")
     return 0
+
+
+#: --batch-costs: the batch sizes timed (one token = decoding an answer token)
+BATCH_SIZES = (1, 2, 4, 8, 16, 64)
+
+
+def batch_costs(llm, context: int = 1500, sizes: tuple[int, ...] = BATCH_SIZES,
+                repeats: int = 4) -> dict[int, float]:
+    """Milliseconds of one `Llama.eval` of k tokens (best of `repeats`) after a `context`-token
+    prompt, for each k in `sizes`: what checking a draft of k - 1 tokens in one batch costs,
+    beside k = 1 (one answer token). The context is cut back to `context` before each call."""
+    text = b"The memory worker reads events and writes facts. "
+    want = context + max(sizes)
+    tokens = llm.tokenize(text * (want // 8 + 1), add_bos=False)[:want]
+    llm.reset()
+    llm.eval(tokens[:context])
+    out: dict[int, float] = {}
+    for k in sizes:
+        best = float("inf")
+        for _ in range(repeats):
+            llm.n_tokens = context
+            llm._ctx.kv_cache_seq_rm(-1, context, -1)
+            started = time.perf_counter()
+            llm.eval(tokens[context:context + k])
+            best = min(best, time.perf_counter() - started)
+        out[k] = best * 1000
+    llm.reset()
+    return out
+
+
+def cost_of(costs: dict[int, float], k: int) -> float:
+    """Milliseconds of a k-token batch from `batch_costs`' figures: linear between the measured
+    sizes, linear beyond the largest two."""
+    sizes = sorted(costs)
+    if k in costs:
+        return costs[k]
+    lo = max((s for s in sizes if s < k), default=sizes[0])
+    hi = min((s for s in sizes if s > k), default=None)
+    if hi is None:
+        lo, hi = sizes[-2], sizes[-1]
+    return costs[lo] + (costs[hi] - costs[lo]) * (k - lo) / (hi - lo)
+
+
+def lookup_steps(prompt: list[int], answer: list[int], draft: int, ngram: int = 2
+                 ) -> list[tuple[int, int]]:
+    """Prompt-lookup drafting replayed on a known greedy answer: at each step the last `ngram`
+    tokens are looked up in what precedes them (prompt and answer so far, latest occurrence);
+    the up to `draft` tokens after that occurrence are the draft, checked in one batch with the
+    step's input token. A step yields the draft's prefix that the answer continues with, plus the
+    model's own next token (one token and a batch of 1 when nothing is found). Returns per step
+    (tokens in its batch, answer tokens it yields)."""
+    seen = list(prompt)
+    steps: list[tuple[int, int]] = []
+    i = 0
+    while i < len(answer):
+        key, guess = seen[-ngram:], []
+        for j in range(len(seen) - ngram - 1, -1, -1):
+            if seen[j:j + ngram] == key:
+                guess = seen[j + ngram:j + ngram + draft]
+                break
+        hit = 0
+        while hit < len(guess) and i + hit < len(answer) and guess[hit] == answer[i + hit]:
+            hit += 1
+        yielded = min(hit + 1, len(answer) - i)
+        steps.append((1 + len(guess), yielded))
+        seen += answer[i:i + yielded]
+        i += yielded
+    return steps
+
+
+def lookup_report(llm, folder: Path, arm: str, corpus: str, costs: dict[int, float],
+                  drafts: tuple[int, ...] = (4, 8, 16), windows: int = 40) -> str:
+    """What prompt-lookup speculation would do on an evaluation folder's turns-form extract
+    samples of `arm` (the first `windows` windows): each turn's prompt rebuilt from the corpus row
+    and the turns before it, its recorded answer tokenized again, `lookup_steps` per draft length,
+    and the decode time that costs at `costs` (`batch_costs`) beside one token at a time."""
+    import json
+
+    from memworker import turns as turns_form
+    from memworker.eval.runner import load_eval_rows, read_samples
+    from memworker.prompts import to_chatml
+
+    config = json.loads((folder / "config.json").read_text())
+    rows = {r["id"]: r for r in load_eval_rows(corpus, config["set"])}
+    turns = []
+    for sample in read_samples(folder / "samples.jsonl"):
+        if sample.get("arm") != arm or sample.get("task") != "extract" or not sample.get("turns"):
+            continue
+        if len({t for t, _ in turns}) >= windows:
+            break
+        form = config.get("sampler", {}).get("extract_form", "turns")
+        answers: list[str] = []
+        for turn in sample["turns"]:
+            if turn.get("error") is not None:
+                break
+            text = to_chatml(turns_form.messages(rows[sample["id"]]["input"], answers, form))
+            turns.append((sample["id"], (llm.tokenize(text.encode(), add_bos=False, special=True),
+                                         llm.tokenize(turn["raw"].encode(), add_bos=False))))
+            answers.append(turn["raw"])
+    if not turns:
+        raise SystemExit(f"bench: no turns-form extract samples of arm {arm!r} in {folder}")
+    tokens = sum(len(a) for _, (_, a) in turns)
+    plain = tokens * costs[1] / 1000
+    lines = [f"prompt lookup on {len({w for w, _ in turns})} windows, {len(turns)} turns, "
+             f"{tokens} answer tokens of {arm} in {folder}: one token at a time "
+             f"{plain:.1f} s of decoding at {costs[1]:.1f} ms a token"]
+    for draft in drafts:
+        steps = [s for _, (p, a) in turns for s in lookup_steps(p, a, draft)]
+        spent = sum(cost_of(costs, b) for b, _ in steps) / 1000
+        lines.append(f"  drafts of up to {draft}: {tokens / len(steps):.2f} answer tokens per "
+                     f"step, {spent:.1f} s ({spent / plain - 1:+.1%})")
+    return "\n".join(lines)
 
 
 def context_rates(path: Path, threads: int, context: int = 900, n: int = 64) -> dict[str, float]:
@@ -382,6 +504,22 @@ def threads_sweep(path: Path, log=print) -> list[dict[str, Any]]:
     return rows
 
 
+def main_batch_costs(args: argparse.Namespace, path: Path) -> int:
+    """`--batch-costs [CONTEXT]` (and `--lookup DIR:ARM`)."""
+    from memworker.inference.backends import LlamaCppBackend
+
+    llm = LlamaCppBackend(path, n_ctx=max(args.n_ctx, args.batch_costs + max(BATCH_SIZES) + 8),
+                          n_threads=args.threads or None).llm
+    print(f"model {path.name}: one llama.cpp evaluation of k tokens after a {args.batch_costs}-"
+          f"token prompt, threads={llm.n_threads}, batch threads={llm.n_threads_batch}")
+    costs = batch_costs(llm, args.batch_costs)
+    print("  " + ", ".join(f"k={k}: {ms:.1f} ms ({ms / k:.1f} a token)" for k, ms in costs.items()))
+    if args.lookup:
+        folder, _, arm = args.lookup.rpartition(":")
+        print(lookup_report(llm, Path(folder), arm, args.corpus, costs))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from memworker.inference.backends import LlamaCppBackend
     from memworker.registry import embedded_gguf_path
@@ -410,6 +548,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")
+    p.add_argument("--kv-cache", default="prefix", choices=("prefix", "last", "off"),
+                   help="--worker: the backend's KV reuse (prefix, the release's)")
+    p.add_argument("--answers", metavar="FILE",
+                   help="--worker: write each window's turn answers as one JSON line (compare two "
+                        "runs' files to see whether a setting changes what the worker writes)")
+    p.add_argument("--batch-costs", type=int, metavar="CONTEXT", nargs="?", const=1500,
+                   help="instead of the modes: milliseconds of one llama.cpp evaluation of "
+                        f"{', '.join(map(str, BATCH_SIZES))} tokens after a CONTEXT-token prompt "
+                        "(1500), on --threads")
+    p.add_argument("--lookup", metavar="DIR:ARM",
+                   help="with --batch-costs: prompt-lookup speculation replayed on the turns-form "
+                        "extract samples of ARM in evaluation folder DIR (tokens per step, "
+                        "decode time at the measured costs)")
     p.add_argument("--threads-sweep", action="store_true",
                    help="instead of the modes: raw decode and prompt rates at a 900-token context "
                         "for 1 and 2 threads under the PASSIVE and ACTIVE OpenMP wait policies, "
@@ -422,6 +573,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"GGUF not found: {path}")
     if args.worker:
         return main_worker(args, path)
+    if args.lookup and args.batch_costs is None:
+        p.error("--lookup needs --batch-costs")
+    if args.batch_costs is not None:
+        return main_batch_costs(args, path)
     if args.threads_sweep:
         print(f"model {path.name}: llama.cpp decode (one token at a time after a 900-token "
               "prompt) and prompt rates")
