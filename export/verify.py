@@ -3,6 +3,7 @@
     python export/verify.py release/                     # everything, GGUFs loaded (seconds)
     python export/verify.py release/ --no-load           # hashes and receipts only
     python export/verify.py release/ --receipts-dir ''   # a downloaded release, no repo receipts
+    python export/verify.py release/ --replay 32         # + the worker rewrites 32 held-out windows
 
 Checks: SHA256SUMS covers every file and matches; release-receipt.json matches the files and the
 committed stage receipts in receipts/; the Modelfile is the one the export writes; each GGUF loads

@@ -163,3 +163,68 @@ def test_the_worker_proposes_in_every_turn_only_with_a_turns_form_and_a_gate():
     assert [c["schema"] for c in calls[False]] == [c["schema"] for c in calls[True]]
     assert all(a["grammar"] != b["grammar"] for a, b in zip(calls[False], calls[True],
                                                           strict=True))
+
+
+def _replay_case(tmp_path, corpus, recorded: list[str], sha: str = "ab" * 32):
+    """A release receipt whose student hashes to `sha`, and an evaluation folder of the heldout
+    set whose student recorded `recorded` (one answer per extract window, the window form; a None
+    answer is a window the evaluation recorded as failed)."""
+    from memworker.eval.runner import load_eval_rows
+
+    rows = [r for r in load_eval_rows(corpus, "heldout") if r["task"] == "extract"]
+    assert len(rows) >= len(recorded)
+    folder = tmp_path / "release"
+    folder.mkdir(exist_ok=True)
+    receipt = {"student": {"gguf": "s.gguf"}, "artifacts": {"s.gguf": {"sha256": "ab" * 32}}}
+    evaluation = tmp_path / "eval-heldout"
+    evaluation.mkdir(exist_ok=True)
+    (evaluation / "config.json").write_text(json.dumps(
+        {"set": "heldout", "gguf": {"student": {"path": "release/s.gguf", "sha256": sha}}}))
+    with open(evaluation / "samples.jsonl", "w") as out:
+        for row, raw in zip(rows, recorded, strict=False):
+            failed = raw is None
+            out.write(json.dumps({"arm": "student", "task": "extract", "id": row["id"],
+                                  "error": "invalid" if failed else None, "turns": None,
+                                  "attempts": [{"raw": raw or "{"}]}) + "\n")
+            out.write(json.dumps({"arm": "rules", "task": "extract", "id": row["id"],
+                                  "error": None, "attempts": [{"raw": "x"}]}) + "\n")
+    return folder, receipt, evaluation
+
+
+def test_verify_replay_checks_the_worker_writes_what_the_evaluation_recorded(tmp_path,
+                                                                             tiny_corpus):
+    """`export/verify.py --replay N`: the store's worker, made from the release folder, answers
+    the first N extract windows the evaluation's student answered, and each answer must be the
+    recorded one byte for byte; failed windows are skipped, a differing answer or another GGUF is
+    named."""
+    from memworker.export.verify import check_replay
+    from memworker.inference.backends import ReplayBackend
+
+    empty, spaced = '{"claims":[]}', '{"claims": []}'   # both valid, different bytes
+    made = []
+
+    def worker(outputs):
+        def make(folder, **kwargs):
+            made.append((folder, kwargs))
+            return MemWorkerBackend(ReplayBackend(outputs))
+        return make
+
+    folder, receipt, evaluation = _replay_case(tmp_path, tiny_corpus, [empty, None, empty])
+    ok = check_replay(folder, receipt, evaluation, tiny_corpus, 2, threads=1,
+                      make_worker=worker([empty, empty]))
+    assert ok == [] and made == [(folder, {"n_threads": 1})]
+    # the failed window is skipped: the worker answered the 1st and the 3rd
+    problems = check_replay(folder, receipt, evaluation, tiny_corpus, 2,
+                            make_worker=worker([empty, spaced]))
+    assert len(problems) == 1 and "another answer than the evaluation recorded" in problems[0]
+    assert "turn 0 of 1" in problems[0] and spaced in problems[0]
+    assert "fewer than 3" in check_replay(folder, receipt, evaluation, tiny_corpus, 3,
+                                          make_worker=worker([]))[0]
+    # a worker that fails is a difference too
+    assert "the worker failed" in check_replay(folder, receipt, evaluation, tiny_corpus, 1,
+                                               make_worker=worker(["{"] * 2))[0]
+    # an evaluation of other bytes is refused before anything runs
+    folder, receipt, evaluation = _replay_case(tmp_path, tiny_corpus, [empty], sha="cd" * 32)
+    problems = check_replay(folder, receipt, evaluation, tiny_corpus, 1,
+                            make_worker=worker([]))
+    assert len(problems) == 1 and "not this release's student" in problems[0]

@@ -153,10 +153,24 @@ def verify_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-unevaluated", action="store_true",
                         help="let a release whose receipt holds no evaluation pass the release "
                         "gate (by default it fails: evaluate it with eval/run.py --into-receipt)")
+    parser.add_argument("--replay", type=int, default=0, metavar="N",
+                        help="also run the store's worker (MemWorkerBackend.from_release) on the "
+                             "first N extract windows of the committed evaluation "
+                             "(RECEIPTS_DIR/eval/SET) and check it writes what the evaluation "
+                             "recorded for the student, byte for byte (about 10 s a window)")
+    parser.add_argument("--replay-set", default="heldout", help="--replay's set (heldout)")
+    parser.add_argument("--corpus", default="data/corpus",
+                        help="--replay: the corpus holding the set's rows (data/corpus)")
     args = parser.parse_args(argv)
+    if args.replay < 0:
+        parser.error("--replay must be 0 or more")
+    if args.replay and args.no_load:
+        parser.error("--replay loads the student: leave out --no-load")
     started = time.perf_counter()
     problems = verify_release(args.folder, args.receipts_dir or None, load=not args.no_load,
-                              threads=args.threads, allow_unevaluated=args.allow_unevaluated)
+                              threads=args.threads, allow_unevaluated=args.allow_unevaluated,
+                              replay=args.replay, replay_set=args.replay_set,
+                              corpus=args.corpus)
     gate_line = _gate_line(Path(args.folder))
     if gate_line and not problems:
         print(gate_line)

@@ -19,6 +19,10 @@
    (one line naming the evaluator command) unless `allow_unevaluated`. The gate needs no model,
    so it runs with `load=False` too (after the file checks, before loading the GGUFs).
 
+7. With `replay` N (`--replay N`): the store's worker, as a user runs it from the folder, writes
+   on the first N extract windows of a committed evaluation exactly what that evaluation recorded
+   for the student (`check_replay`).
+
 `EXTRA_CHECKS`: further callables `(folder, release_receipt) -> list[str]` run after the checks
 above; none is registered here.
 """
@@ -187,6 +191,65 @@ def _gguf_problems(path: str | Path, n_ctx: int, threads: int | None) -> list[st
     return []
 
 
+def check_replay(folder: Path, receipt: dict[str, Any], evaluation: Path, corpus: Path, n: int,
+                 threads: int | None = None,
+                 make_worker: Callable[..., Any] | None = None) -> list[str]:
+    """The store's worker (`MemWorkerBackend.from_release(folder)`, with its own defaults) on the
+    first `n` extract windows of the evaluation folder `evaluation` (a set the release was
+    evaluated on, e.g. receipts/eval/heldout; its `student` arm must have run this release's
+    student GGUF, and `corpus` holds the set's rows) writes what that evaluation recorded for the
+    student, byte for byte: every turn's answer in a turns form, the accepted answer otherwise.
+    Windows the evaluation recorded as failed are not replayed. So the published figures are
+    those of the worker a user runs, not only of the evaluator's sampler (threads, KV reuse and
+    batching can change a greedy answer: inference/README "Where the worker's time goes").
+    `make_worker(folder, **kwargs)` stands in for `from_release` in tests."""
+    from memworker.eval.runner import EvalError, load_eval_rows, read_samples
+
+    where = f"replay of {evaluation}"
+    try:
+        config = json.loads((evaluation / "config.json").read_text("utf-8"))
+        samples = [s for s in read_samples(evaluation / "samples.jsonl")
+                   if s.get("arm") == "student" and s.get("task") == "extract"]
+        rows = {r["id"]: r for r in load_eval_rows(corpus, config["set"])}
+    except (OSError, ValueError, KeyError, EvalError) as exc:
+        return [f"{where}: unreadable ({exc})"]
+    student = (receipt.get("student") or {}).get("gguf")
+    want = ((receipt.get("artifacts") or {}).get(student) or {}).get("sha256")
+    ran = ((config.get("gguf") or {}).get("student") or {}).get("sha256")
+    if not want or ran != want:
+        return [f"{where}: its student arm ran GGUF sha256 {ran}, not this release's student "
+                f"({student}: {want})"]
+    chosen = [s for s in samples if s.get("error") is None][:n]
+    if len(chosen) < n:
+        return [f"{where}: {len(chosen)} extract windows the student answered, fewer than {n}"]
+    if make_worker is None:
+        from memworker.inference.hmem import MemWorkerBackend
+
+        make_worker = MemWorkerBackend.from_release
+    worker = make_worker(folder, **({"n_threads": threads} if threads else {}))
+    problems = []
+    for sample in chosen:
+        if sample["id"] not in rows:
+            problems.append(f"{where}: {sample['id']} is not a row of {corpus} {config['set']}")
+            continue
+        recorded = [t["raw"] for t in sample.get("turns") or []] or [sample["attempts"][-1]["raw"]]
+        try:
+            result = worker._run("extract", rows[sample["id"]]["input"])
+        except Exception as exc:  # a codec or backend error is a difference too
+            problems.append(f"{where}: {sample['id']}: the worker failed ({exc})")
+            continue
+        wrote = ([g.raw for g in result.turns] if result.turns is not None
+                 else [result.attempts[-1].raw])
+        if wrote != recorded:
+            k = next((i for i, (a, b) in enumerate(zip(wrote, recorded, strict=False))
+                      if a != b),
+                     min(len(wrote), len(recorded)))
+            problems.append(f"{where}: {sample['id']}: the worker wrote another answer than the "
+                            f"evaluation recorded (turn {k} of {len(recorded)}: {wrote[k:k + 1]} "
+                            f"against {recorded[k:k + 1]})")
+    return problems
+
+
 def check_gate(folder: Path, receipt: dict[str, Any], allow_unevaluated: bool) -> list[str]:
     from memworker.export import gate
 
@@ -196,10 +259,13 @@ def check_gate(folder: Path, receipt: dict[str, Any], allow_unevaluated: bool) -
 
 def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receipts", *,
                    load: bool = True, threads: int | None = None,
-                   allow_unevaluated: bool = False) -> list[str]:
+                   allow_unevaluated: bool = False, replay: int = 0,
+                   replay_set: str = "heldout", corpus: str | Path = "data/corpus") -> list[str]:
     """Problems found in the release `folder` (empty when it verifies), the first one first.
     `load=False` skips loading the GGUFs (the hash, receipt and gate checks only);
-    `allow_unevaluated` lets a release without an evaluation pass the gate."""
+    `allow_unevaluated` lets a release without an evaluation pass the gate; `replay` > 0 runs
+    `check_replay` on that many extract windows of `receipts_dir/eval/replay_set` (rows from
+    `corpus`) after the other checks pass."""
     folder = Path(folder)
     receipts = Path(receipts_dir) if receipts_dir else None
     problems = check_sums(folder)
@@ -223,5 +289,10 @@ def verify_release(folder: str | Path, receipts_dir: str | Path | None = "receip
         problems += check_gguf(folder / rel, n_ctx, threads)
     for check in EXTRA_CHECKS:
         problems += check(folder, receipt)
+    if replay and not problems:
+        if receipts is None:
+            return [f"{folder}: --replay needs the receipts folder that holds the evaluations"]
+        problems += check_replay(folder, receipt, receipts / "eval" / replay_set, Path(corpus),
+                                 replay, threads)
     return problems
 
