@@ -219,11 +219,18 @@ def test_early_stop_counts_the_tokens_after_the_first_dropped_claim_and_the_clai
                         {"raw": '{"claims":[]}', "error": "rejected", "token_logprobs": None}]}
     # the pieces after "Porto"'s "P": one character each, but "works_as" is one piece
     after = len(RAW) - (RAW.index('"Porto"') + 2) - (len("works_as") - 1)
+    # each claim from its opening bracket, in one-character pieces but its predicate (one piece)
+    c1 = '[[["I live in Porto.",1]],"the user","person","lives_in","Porto","fact",null,[]]'
+    c2 = '[[["I work as a nurse.",2]],"the user","person","works_as","a nurse","fact",null,[]]'
+    assert c1 + "," + c2 in RAW
     assert confidence.early_stop([sample], "m", -1.0) == {
         "turns": 1, "turns_cut": 1, "tokens": len(tokens), "tokens_saved": after,
-        "claims_kept": 0, "claims_lost": 1}
+        "claims_kept": 0, "claims_lost": 1,
+        "value_at": [c1.index('"Porto"') + 1 - 7 + 1, c2.index('"a nurse"') + 1 - 7 + 1],
+        "claim_tokens": [len(c1) - 7, len(c2) - 7]}
     assert confidence.early_stop([sample], "m", -5.0)["claims_kept"] == 2   # nothing stopped
     (tmp_path / "samples.jsonl").write_text(json.dumps(sample) + "\n")
     assert confidence.main(["--out", str(tmp_path), "--model", "m", "--early-stop=-1"]) == 0
-    assert "1 of 1 turns stopped early" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1 of 1 turns stopped early" in printed and "2 claims written: each" in printed
     assert confidence.main(["--out", str(tmp_path), "--model", "x", "--early-stop=-1"]) == 2

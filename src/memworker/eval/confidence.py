@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -207,9 +208,11 @@ def early_stop(samples: list[dict[str, Any]], model: str, threshold: float,
     model arm's turns-form extract samples (each turn's raw answer and tokens): the answer tokens
     it would not write (those after the token holding that claim's first value character, where
     its score is known) and the claims scoring at or above the threshold, as generated (before
-    the codec's own checks), that it keeps and that it loses (written after a dropped one)."""
-    out = {"turns": 0, "turns_cut": 0, "tokens": 0, "tokens_saved": 0, "claims_kept": 0,
-           "claims_lost": 0}
+    the codec's own checks), that it keeps and that it loses (written after a dropped one). Per
+    claim written, `claim_tokens` (its tokens, brackets included) and `value_at` (which of them
+    holds the value's first character, counting from 1): how far in a gate can decide."""
+    out: dict[str, Any] = {"turns": 0, "turns_cut": 0, "tokens": 0, "tokens_saved": 0,
+                           "claims_kept": 0, "claims_lost": 0, "value_at": [], "claim_tokens": []}
     for sample in samples:
         if sample.get("arm") != model or sample.get("task") != "extract":
             continue
@@ -224,12 +227,18 @@ def early_stop(samples: list[dict[str, Any]], model: str, threshold: float,
                 pos += len(piece)
                 ends.append(pos)
             cut = None
+
+            def token_of(char: int, ends: list[int] = ends) -> int:
+                return next(n for n, end in enumerate(ends) if end > char)
+
             for spans in claim_spans(turn["raw"]):
+                start = token_of(spans["claim"][0])
+                out["value_at"].append(token_of(spans["value"][0]) - start + 1)
+                out["claim_tokens"].append(token_of(spans["claim"][1] - 1) - start + 1)
                 if SCORES[score](field_stats(spans, tokens)) >= threshold:
                     out["claims_lost" if cut is not None else "claims_kept"] += 1
                 elif cut is None:
-                    first = spans["value"][0]
-                    cut = next(n for n, end in enumerate(ends) if end > first) + 1
+                    cut = token_of(spans["value"][0]) + 1
             out["turns"] += 1
             out["tokens"] += len(tokens)
             if cut is not None:
@@ -268,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
               f"early; answer tokens not written {e['tokens_saved']} of {e['tokens']} "
               f"({e['tokens_saved'] / e['tokens']:.1%}); claims the gate keeps: "
               f"{e['claims_kept']} of {kept} still written, {e['claims_lost']} lost")
+        if e["value_at"]:
+            print(f"{len(e['value_at'])} claims written: each {statistics.median(e['claim_tokens']):g}"
+                  f" tokens (median, brackets included), its score known at the value's "
+                  f"first token, a median {statistics.median(e['value_at']):g} tokens in (mean "
+                  f"{statistics.mean(e['value_at']):.1f})")
         return 0
     try:
         rows = Rows(Path(args.out), args.model, args.rules)
