@@ -319,11 +319,11 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
     timer = DecodeTimer(llm)
     started = time.perf_counter()
     calls = worker_bench(worker, rows, timer=timer)
+    elapsed = time.perf_counter() - started
     if args.answers:
         with open(args.answers, "w", encoding="utf-8") as out:
             for row, call in zip(rows, calls, strict=True):
                 out.write(json.dumps({"id": row["id"], "turns": call["answers"]}) + "\n")
-    elapsed = time.perf_counter() - started
     timed = sum(c["wall"] for c in calls)
     split = timer.report(timed)   # (before the decode-rate loop below adds its own)
     rate = (rate0 + raw_decode_rate(llm)) / 2
@@ -409,21 +409,19 @@ def lookup_report(llm, folder: Path, arm: str, corpus: str, costs: dict[int, flo
     samples of `arm` (the first `windows` windows): each turn's prompt rebuilt from the corpus row
     and the turns before it, its recorded answer tokenized again, `lookup_steps` per draft length,
     and the decode time that costs at `costs` (`batch_costs`) beside one token at a time."""
-    import json
-
     from memworker import turns as turns_form
     from memworker.eval.runner import load_eval_rows, read_samples
     from memworker.prompts import to_chatml
 
     config = json.loads((folder / "config.json").read_text())
     rows = {r["id"]: r for r in load_eval_rows(corpus, config["set"])}
+    form = config.get("sampler", {}).get("extract_form", "turns")
     turns = []
     for sample in read_samples(folder / "samples.jsonl"):
         if sample.get("arm") != arm or sample.get("task") != "extract" or not sample.get("turns"):
             continue
         if len({t for t, _ in turns}) >= windows:
             break
-        form = config.get("sampler", {}).get("extract_form", "turns")
         answers: list[str] = []
         for turn in sample["turns"]:
             if turn.get("error") is not None:
@@ -548,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")
-    p.add_argument("--kv-cache", default="prefix", choices=("prefix", "last", "off"),
+    p.add_argument("--kv-cache", default="prefix", choices=LlamaCppBackend.KV_CACHE_MODES,
                    help="--worker: the backend's KV reuse (prefix, the release's)")
     p.add_argument("--answers", metavar="FILE",
                    help="--worker: write each window's turn answers as one JSON line (compare two "
