@@ -417,5 +417,5 @@ def test_merged_turns_may_hold_more_claims_than_the_contract_before_repeats_are_
     assert sum("dropped (repeats claims/0" in d for d in result.diagnostics) == n - 1
     bad = json.loads(json.dumps(LISBON))
     bad[0] = []   # no quote: the wire contract still refuses it, claim by claim
-    with pytest.raises(codec.OutputValidationError):
+    with pytest.raises(codec.OutputValidationError, match=f"claims/{n}/0: "):
         codec._decode_merged(EP, [LISBON] * n + [bad])

@@ -25,6 +25,7 @@ of the raw answer and its log-probabilities); no model runs. Choose on the val s
 from __future__ import annotations
 
 import argparse
+import bisect
 import hashlib
 import json
 import statistics
@@ -227,18 +228,17 @@ def early_stop(samples: list[dict[str, Any]], model: str, threshold: float,
                 pos += len(piece)
                 ends.append(pos)
             cut = None
-
-            def token_of(char: int, ends: list[int] = ends) -> int:
-                return next(n for n, end in enumerate(ends) if end > char)
-
             for spans in claim_spans(turn["raw"]):
-                start = token_of(spans["claim"][0])
-                out["value_at"].append(token_of(spans["value"][0]) - start + 1)
-                out["claim_tokens"].append(token_of(spans["claim"][1] - 1) - start + 1)
+                # the token holding a character: the first whose end lies beyond it
+                start = bisect.bisect_right(ends, spans["claim"][0])
+                value = bisect.bisect_right(ends, spans["value"][0])
+                out["value_at"].append(value - start + 1)
+                out["claim_tokens"].append(bisect.bisect_right(ends, spans["claim"][1] - 1)
+                                           - start + 1)
                 if SCORES[score](field_stats(spans, tokens)) >= threshold:
                     out["claims_lost" if cut is not None else "claims_kept"] += 1
                 elif cut is None:
-                    cut = token_of(spans["value"][0]) + 1
+                    cut = value + 1
             out["turns"] += 1
             out["tokens"] += len(tokens)
             if cut is not None:
@@ -278,9 +278,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({e['tokens_saved'] / e['tokens']:.1%}); claims the gate keeps: "
               f"{e['claims_kept']} of {kept} still written, {e['claims_lost']} lost")
         if e["value_at"]:
-            print(f"{len(e['value_at'])} claims written: each {statistics.median(e['claim_tokens']):g}"
-                  f" tokens (median, brackets included), its score known at the value's "
-                  f"first token, a median {statistics.median(e['value_at']):g} tokens in (mean "
+            print(f"{len(e['value_at'])} claims written: each "
+                  f"{statistics.median(e['claim_tokens']):g} tokens (median, brackets included), "
+                  f"its score known at the value's first token, a median "
+                  f"{statistics.median(e['value_at']):g} tokens in (mean "
                   f"{statistics.mean(e['value_at']):.1f})")
         return 0
     try:

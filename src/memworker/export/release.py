@@ -448,8 +448,8 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
     `extract_form`, `claim_gate` and `propose` say how the student must be run (the form it was
     trained to extract in, `memworker.turns.FORMS`; its claim confidence gate, `ClaimGate.parse`,
     chosen on val; whether every turn proposes a claim for that gate): the receipt's `worker`
-    records them, the Modelfile names them, `MemWorkerBackend.from_release` applies them, and `export/verify.py` checks that every evaluation of the
-    student ran it so."""
+    records them, the Modelfile names them, `MemWorkerBackend.from_release` applies them, and
+    `export/verify.py` checks that every evaluation of the student ran it so."""
     run_dir, out = Path(run_dir), Path(out)
     worker = worker_config(extract_form, claim_gate, propose)
     receipts = Path(receipts_dir) if receipts_dir else None

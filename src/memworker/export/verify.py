@@ -119,8 +119,9 @@ def check_modelfile(folder: Path, receipt: dict[str, Any]) -> list[str]:
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     """The release's `worker` (how its student must be run: extraction form, claim gate,
     proposing; a receipt without one: the window form, no gate, no proposing) is valid, named in
-    the Modelfile when not the default, and is how every recorded evaluation ran the student (its arm `student`): otherwise
-    the published figures are not those of the worker the release ships."""
+    the Modelfile when not the default, and is how every recorded evaluation ran the student (its
+    arm `student`): otherwise the published figures are not those of the worker the release
+    ships."""
     from memworker.export.release import ExportError, worker_config
 
     if not receipt.get("student"):

@@ -301,13 +301,9 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
     rows = rows[:int(n)] if n else rows
     if not rows:
         raise SystemExit(f"bench: no extract rows in {args.corpus} {set_name}")
-    from memworker.inference.backends import LlamaCppBackend
-
-    backend = LlamaCppBackend(path, n_ctx=args.n_ctx, n_threads=args.threads or None,
-                              kv_cache=args.kv_cache,
-                              record_logprobs=args.claim_gate is not None)
-    worker = MemWorkerBackend(backend, extract_form=args.extract_form,
-                              claim_gate=args.claim_gate, propose=args.propose)
+    worker = MemWorkerBackend.from_gguf(path, n_ctx=args.n_ctx, n_threads=args.threads,
+                                        kv_cache=args.kv_cache, extract_form=args.extract_form,
+                                        claim_gate=args.claim_gate, propose=args.propose)
     gate = worker.claim_gate.spec if worker.claim_gate else "none"
     print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}"
           f"{', proposing' if args.propose else ''}; "

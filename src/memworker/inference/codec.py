@@ -301,8 +301,11 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
         doc, given, statements = _canonical_to_wire(doc)
         diags.append(f"{CANONICAL_FORM}; converted to wire form")
     if merged and isinstance(doc.get("claims"), list):
-        problems = [p for claim in doc["claims"]
-                    for p in contracts.errors("extract_wire", {**doc, "claims": [claim]})]
+        # each claim alone (as claims/0), its problems named at its own index, the rest once
+        problems = list(dict.fromkeys(
+            re.sub(r"^claims/0(?=[/:])", f"claims/{i}", p)
+            for i, claim in enumerate(doc["claims"])
+            for p in contracts.errors("extract_wire", {**doc, "claims": [claim]})))
     else:
         problems = contracts.errors("extract_wire", doc)
     if problems:

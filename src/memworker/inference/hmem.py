@@ -126,12 +126,13 @@ class MemWorkerBackend:
     # a gated worker asks its backend for the answer tokens' log-probabilities
     @classmethod
     def from_gguf(cls, path: str | Path | None = None, *, n_ctx: int = 4096,
-                  n_threads: int | None = None, **kwargs: Any) -> MemWorkerBackend:
+                  n_threads: int | None = None, kv_cache: str = "prefix",
+                  **kwargs: Any) -> MemWorkerBackend:
         from memworker.inference.backends import LlamaCppBackend
         from memworker.registry import embedded_gguf_path
 
         gguf = Path(path) if path is not None else embedded_gguf_path()
-        return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads,
+        return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads, kv_cache=kv_cache,
                                    record_logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     @classmethod
