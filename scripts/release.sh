@@ -175,7 +175,8 @@ if wants train; then
     [ -z "$STUDENT_RUN" ] || { echo "release.sh: the train step trains the chain; with" \
         "STUDENT_RUN the student is already trained" >&2; exit 2; }
     step "train coding -> general-a -> general (profile cpu-release), export base + student"
-    python train/run.py --stage general --profile cpu-release --no-eval "${WORKER_TRAIN[@]}"
+    python train/run.py --stage general --profile cpu-release --no-eval --release-dir release \
+        --receipts-dir receipts "${WORKER_TRAIN[@]}"
     rm -rf "$ADAPTER" && cp -r runs/general/adapter "$ADAPTER"
 fi
 

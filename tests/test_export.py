@@ -20,6 +20,7 @@ from memworker import pipeline
 from memworker.export import ExportError, export_base, export_release, record_evaluation
 from memworker.export import cli as ecli
 from memworker.export import release as rel
+from memworker.hashing import sha256_file
 from memworker.export.verify import verify_release
 from memworker.hashing import sha256_file
 from tests.fixtures.tiny import build_tiny_base, build_tiny_corpus
@@ -74,9 +75,19 @@ def test_refuses_an_adapter_that_differs_from_the_receipt(work, tmp_path):
     run = _copy_run(work / "runs" / "general-a", tmp_path / "runs" / "general-a")
     with open(run / "adapter" / "adapter_model.safetensors", "ab") as fh:
         fh.write(b"\0")
-    with pytest.raises(ExportError, match="adapter_model.safetensors.*--fresh"):
+    receipt = json.loads((run / "receipt.json").read_text("utf-8"))
+    recorded = receipt["adapter"]["files"]["adapter_model.safetensors"]
+    changed = sha256_file(run / "adapter" / "adapter_model.safetensors")
+    with pytest.raises(ExportError) as err:
         export_release(run, tmp_path / "release")
+    message = str(err.value)  # the file, both hashes, how to restore or rebuild it
+    assert f"{run / 'adapter' / 'adapter_model.safetensors'}: receipt sha256 {recorded}, file " \
+           f"sha256 {changed}" in message
+    assert "git checkout --" in message and "python train/run.py" in message
     assert not (tmp_path / "release").exists()
+    (run / "adapter" / "adapter_model.safetensors").unlink()  # missing: said so, not a traceback
+    with pytest.raises(ExportError, match=f"receipt sha256 {recorded}, file sha256 missing"):
+        export_release(run, tmp_path / "release")
 
 
 def test_refuses_another_base(work, tiny, tmp_path):

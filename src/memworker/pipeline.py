@@ -51,8 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-export", action="store_true",
                         help="do not export the release after the stage (by default the base "
                         "and the student become Q8_0 GGUFs in --release-dir: export/run.py)")
-    parser.add_argument("--release-dir", default="release",
-                        help="release folder the finished stage is exported to (replaced)")
+    parser.add_argument("--release-dir", default=None,
+                        help="release folder the finished stage is exported to (replaced; "
+                        "default: <runs-dir>/release, so that the main job never touches the "
+                        "committed release: `release/`, receipts/ and the top-level Modelfile "
+                        "and SHA256SUMS; scripts/release.sh names release/ and receipts/)")
+    parser.set_defaults(receipts_dir=None)
     parser.add_argument("--eval-rows", type=int, default=16, metavar="N",
                         help="after the export, evaluate base, student and rules on the first N "
                         "rows of the stage corpus's held-out set (heldout.jsonl interleaves "
@@ -73,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_rows < 0:
         parser.error("--eval-rows must be 0 (every held-out row) or more")
     args.argv = argv
+    resolve_output_dirs(args)
     code, receipt, run_dir = train_cli.train(args)
     if code != 0:
         return code
@@ -80,6 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     if code != 0 or args.no_eval or not _exports(receipt, args):
         return code
     return evaluate_release(receipt, args)
+
+
+def resolve_output_dirs(args) -> None:
+    """The main job writes its release, receipts and report under --runs-dir unless told
+    otherwise: a newcomer's run must leave every committed file as it was (issue 45)."""
+    runs = Path(args.runs_dir)
+    if args.receipts_dir is None:
+        args.receipts_dir = str(runs / "receipts")
+    if args.release_dir is None:
+        args.release_dir = str(runs / "release")
 
 
 # --- the export -----------------------------------------------------------------------------

@@ -9,9 +9,12 @@ record the same environment in their configuration. None of them imports another
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -95,6 +98,75 @@ def adapter_files(run_dir: Path) -> dict[str, str]:
     """sha256 of every file in a run's adapter folder, by name."""
     folder = run_dir / ADAPTER_DIR
     return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+#: a file in a committed run folder that says why its adapter is not committed (a compared arm
+#: kept only as a record, a release archived as not rebuildable); tests/test_adapters_tracked.py
+#: exempts such a folder, and no shipped release may name one
+ADAPTER_NOT_COMMITTED = "ADAPTER-NOT-COMMITTED.md"
+
+
+def rebuild_command(receipt: dict[str, Any]) -> str:
+    """The command that trains a receipt's adapter again (its recorded argv), for messages."""
+    argv = (receipt.get("args") or {}).get("argv")
+    if argv:
+        return "python train/run.py " + shlex.join(argv)
+    return f"python train/run.py --stage {receipt.get('stage', 'STAGE')} --fresh"
+
+
+def adapter_differences(recorded: dict[str, str], actual: dict[str, str | None],
+                        folder: str | Path) -> list[str]:
+    """One line per adapter file whose sha256 differs from its receipt's: the file, both hashes
+    ("missing" where there is none)."""
+    out = []
+    for name in sorted(set(recorded) | set(actual)):
+        want, have = recorded.get(name), actual.get(name)
+        if want != have:
+            out.append(f"{Path(folder) / ADAPTER_DIR / name}: receipt sha256 {want or 'none'}, "
+                       f"file sha256 {have or 'missing'}")
+    return out
+
+
+def tracked(root: Path, under: str) -> set[str]:
+    """Paths git tracks (in the index) under `under`, relative to the checkout `root`."""
+    out = subprocess.run(["git", "ls-files", "-z", "--", under], cwd=root, capture_output=True,
+                         check=True).stdout.decode("utf-8")
+    return {p for p in out.split("\0") if p}
+
+
+def git_blob_sha256(root: Path, rel: str) -> str:
+    """sha256 of the bytes git holds for `rel` (the index), not of the file on disk."""
+    blob = subprocess.run(["git", "show", f":{rel}"], cwd=root, capture_output=True,
+                          check=True).stdout
+    return hashlib.sha256(blob).hexdigest()
+
+
+def adapter_problems(root: Path, folder: str, receipt_rel: str | None = None) -> list[str]:
+    """Why the adapter in `folder`/adapter (relative to the checkout `root`) cannot be rebuilt
+    from a clone: its receipt (`folder`/receipt.json unless given: a stage receipt copy beside a
+    release's `adapter/`) untracked or without adapter files, a file untracked, or a tracked file
+    whose sha256 differs from the receipt's. Read through git, never the disk."""
+    receipt_rel = receipt_rel or f"{folder}/{RECEIPT}"
+    files = tracked(root, folder) | tracked(root, receipt_rel)
+    if receipt_rel not in files:
+        return [f"{receipt_rel} is not tracked by git"]
+    receipt = json.loads(subprocess.run(["git", "show", f":{receipt_rel}"], cwd=root,
+                                        capture_output=True, check=True).stdout)
+    recorded = (receipt.get("adapter") or {}).get("files") or {}
+    if not recorded:
+        return [f"{receipt_rel} records no adapter files"]
+    actual: dict[str, str | None] = {}
+    problems = []
+    for name in recorded:
+        rel = f"{folder}/{ADAPTER_DIR}/{name}"
+        if rel in files:
+            actual[name] = git_blob_sha256(root, rel)
+        else:
+            actual[name] = recorded[name]  # reported below, not as a hash difference
+            problems.append(f"{rel} is not tracked by git (commit it: `git add -f {rel}`), or "
+                            f"rebuild it: `{rebuild_command(receipt)}`")
+    problems += adapter_differences(recorded, actual, folder)
+    return problems
 
 
 def write_receipt(receipt: dict[str, Any], run_dir: Path, receipts_dir: Path | None,

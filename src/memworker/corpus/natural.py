@@ -195,7 +195,7 @@ def _behaviours(names: Any, where: str) -> list[str]:
 def _claim(c: dict[str, Any], window: set[int], where: str) -> tuple[dict, dict]:
     c = _keys(c, where, {"quotes", "subject", "predicate", "value", "statement", "kind"},
               {"type", "time", "date", "precision", "supersedes", "confidence", "behaviour",
-               "believer", "exception"})
+               "believer", "exception", "alt", "oov"})
     quotes = c["quotes"]
     if not quotes or not all(isinstance(q, list) and len(q) == 2 for q in quotes):
         raise _fail(where, "quotes must be a list of [event index, exact quote] pairs")
@@ -232,7 +232,38 @@ def _claim(c: dict[str, Any], window: set[int], where: str) -> tuple[dict, dict]
     for key in ("believer", "exception"):
         if c.get(key):
             truth[key] = _str(c[key], where + " " + key)
+    alternatives = _alternatives(c.get("alt"), where + " alt")
+    if alternatives:
+        truth["alternatives"] = alternatives
+    oov = c.get("oov", False)
+    if not isinstance(oov, bool):
+        raise _fail(where, "oov must be true or false")
+    if oov and claim["predicate"] in PREDICATES:
+        raise _fail(where, f"predicate {claim['predicate']!r} is in the ontology: drop `oov: true`")
+    truth["in_vocabulary"] = not oov  # convention_problems() flags a predicate left unmarked
     return claim, truth
+
+
+#: what a gold claim may list as acceptable alternatives (eval/README "The ruler")
+ALT_KEYS = ("predicates", "values", "subjects")
+
+
+def _alternatives(alt: Any, where: str) -> dict[str, list[str]]:
+    """A gold claim's `alt`: other predicates, values and subject names a grader accepts."""
+    if alt is None:
+        return {}
+    alt = _keys(alt, where, set(), set(ALT_KEYS))
+    out = {}
+    for key in ALT_KEYS:
+        items = alt.get(key) or []
+        if not isinstance(items, list):
+            raise _fail(where, f"{key} must be a list of strings")
+        if items:
+            out[key] = [_str(x, f"{where} {key}") for x in items]
+    for p in out.get("predicates", []):
+        if p not in PREDICATES:
+            raise _fail(where, f"alternative predicate {p!r} is not in the ontology")
+    return out
 
 
 def _other(o: dict[str, Any], where: str) -> dict[str, Any]:
@@ -282,7 +313,8 @@ def _extract_row(conv: dict[str, Any], spec: dict[str, Any], n: int) -> dict[str
     claims, truths = [], []
     for m, c in enumerate(spec["claims"] or []):
         claim, truth = _claim(c, window, f"{where} claims[{m}]")
-        claims.append(claim)
+        if truth["in_vocabulary"]:  # an out-of-vocabulary fact is graded, not in the gold answer
+            claims.append(claim)
         truths.append(truth)
     truths += [_other(o, f"{where} other[{m}]") for m, o in enumerate(spec.get("other") or [])]
     stored_ids = {t.get("fact_id") for t in truths}
@@ -298,7 +330,7 @@ def _extract_row(conv: dict[str, Any], spec: dict[str, Any], n: int) -> dict[str
             "input": {"episode_id": episode_id, "events": events, "existing_facts": facts},
             "gold": {"claims": claims},
             "truth": {"facts": truths, "forbidden": _forbidden(spec.get("forbidden"), where),
-                      "empty": not claims}}
+                      "empty": not truths or not any(t["required"] for t in truths)}}
 
 
 def _consolidate_row(conv: dict[str, Any], spec: dict[str, Any], n: int) -> dict[str, Any]:

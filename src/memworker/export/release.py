@@ -41,8 +41,10 @@ from memworker.receipts import (
     RECEIPT,
     RELEASE_KIND,
     RELEASE_RECEIPT,
+    adapter_differences,
     adapter_files,
     environment,
+    rebuild_command,
 )
 
 SUMS = "SHA256SUMS"
@@ -143,10 +145,11 @@ def check_adapter(run_dir: Path, receipt: dict[str, Any]) -> None:
     folder = run_dir / ADAPTER_DIR
     actual = adapter_files(run_dir) if folder.is_dir() else {}
     if not recorded or recorded != actual:
-        changed = sorted(n for n in set(recorded) | set(actual) if recorded.get(n) != actual.get(n))
-        raise ExportError(f"the adapter in {folder} differs from {run_dir / RECEIPT} "
-                          f"({', '.join(changed) or 'no files'}); retrain with "
-                          f"`python train/run.py --stage {receipt['stage']} --fresh`")
+        lines = adapter_differences(recorded, actual, run_dir) or [f"{folder}: no files"]
+        raise ExportError(f"the adapter in {folder} differs from {run_dir / RECEIPT}: "
+                          + "; ".join(lines) + " — restore the committed files (`git checkout -- "
+                          f"{folder}`; an adapter .gitignore hides is committed with `git add -f`)"
+                          f" or rebuild it: `{rebuild_command(receipt)}`")
 
 
 def check_prompts(receipt: dict[str, Any]) -> None:
@@ -400,13 +403,11 @@ def publish(out: Path, publish_dir: Path, receipt: dict[str, Any] | None = None)
 
 
 def default_publish_dir(out: Path) -> Path | None:
-    """The current folder when it is a project checkout (holds pyproject.toml) and `out` lies
-    below it (the repo's `release/`), else None."""
+    """The current folder when it is a project checkout (holds pyproject.toml) and `out` is a
+    folder directly in it (the repo's `release/`), else None: a release written deeper (the main
+    job's `runs/release/`) never rewrites the checkout's top-level Modelfile and SHA256SUMS."""
     cwd = Path.cwd().resolve()
-    try:
-        inside = out.resolve().relative_to(cwd) != Path(".")
-    except ValueError:
-        return None
+    inside = out.resolve().parent == cwd
     return cwd if inside and (cwd / "pyproject.toml").is_file() else None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker.hashing import sha256_file, sha256_json
-from memworker.receipts import ADAPTER_DIR, RECEIPT, adapter_files
+from memworker.receipts import ADAPTER_DIR, RECEIPT, adapter_differences, adapter_files
 from memworker.registry import PreparedBase
 
 
@@ -47,6 +47,8 @@ def check_parent(parent_dir: Path, parent_stage: str, base: PreparedBase,
     recorded = receipt.get("adapter", {}).get("files", {})
     actual = adapter_files(parent_dir) if (parent_dir / ADAPTER_DIR).is_dir() else {}
     if not recorded or recorded != actual:
+        lines = adapter_differences(recorded, actual, parent_dir) or ["no files recorded"]
         raise LineageError(f"the adapter in {parent_dir / ADAPTER_DIR} is missing or differs "
-                           f"from its receipt; rerun `{rerun_hint} --fresh`")
+                           f"from its receipt: {'; '.join(lines)}; restore the committed files "
+                           f"or rerun `{rerun_hint} --fresh`")
     return receipt, sha256_file(receipt_path)
