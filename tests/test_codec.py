@@ -108,8 +108,8 @@ def test_statement_correction_and_confidence_are_derived_not_written():
            for c in result.output["claims"]]
     assert got == [
         ("The user lives in Lisbon.", True, 0.9),
-        ("The user has appointment dentist (planned).", False, 0.65),
-        ("Maria (the user's sister) lives in Porto (reported, not confirmed).", False, 0.35),
+        ("The user's dentist is scheduled.", False, 0.65),
+        ("Maria (the user's sister) lives in Porto, but it is not confirmed.", False, 0.35),
         ("The user no longer lives in Lisbon.", True, 0.9),
         ("The user plans to see the dentist.", False, 0.65),
     ]

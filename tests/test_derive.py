@@ -106,3 +106,34 @@ def test_the_gold_choices_are_read_back_from_the_gold_text(tiny_corpus):
             assert got["citations"] == row["truth"]["gold_citations"]
             checked += 1
     assert checked >= 10
+
+
+# --- an item restated in the answer's own words (issue 45) ---------------------------------------
+
+RESTATE_EVIDENCE = [
+    {"id": "E1", "text": "The user allergic to cashews. Date: 2025-03-02."},
+    {"id": "E2", "text": "The user lives in Porto. Date: 2025-01-10."},
+]
+
+
+@pytest.mark.parametrize(("answer", "cited"), [
+    # must count: the same content words in other order or with the verb the store left out
+    ("The user is allergic to cashews.", ["E1"]),
+    ("Cashews: the user is allergic to them.", ["E1"]),
+    ("They live in Porto.", ["E2"]),  # "user" is a plain word: the content is live, Porto
+    # must not count
+    ("The user is not allergic to cashews.", []),       # a negation the item lacks
+    ("The user is allergic to peanuts.", []),           # another value
+    ("I do not know.", []),                             # nothing restated: an abstention
+    # an item stated whole is cited as before, and then no restatement is looked for
+    ("The user, allergic to cashews, lives in Porto.", ["E1"]),
+])
+def test_an_answer_restating_one_item_in_its_own_words_cites_it(answer, cited):
+    assert derive.derive_citations(answer, RESTATE_EVIDENCE) == cited
+
+
+def test_restated_needs_exactly_one_item_and_two_content_words():
+    items = [("E1", "The user plays chess"), ("E2", "The user plays chess online")]
+    assert derive.restated("The user now plays chess online.", items) == set()  # two qualify
+    assert derive.restated("The user plays.", [("E1", "The user plays")]) == set()  # one word
+    assert derive.restated("Chess is what the user plays.", items[:1]) == {"E1"}

@@ -70,7 +70,7 @@ def test_extract_candidates():
         "source_ids": ["m1"], "kind": "fact", "predicate": "lives_in", "value": "Lisbon",
         "quotes": ["I moved to Lisbon last month."], "confidence": 0.9, "is_correction": True,
         "time_expression": "last month"}
-    assert dentist["text"] == "The user has appointment dentist (planned)."
+    assert dentist["text"] == "The user's dentist is scheduled."
     assert dentist["confidence"] == 0.65 and dentist["is_correction"] is False
     assert dentist["category"] == "episodic" and dentist["importance"] == 6
     assert dentist["event_date"] == "2025-10-10T15:00:00+00:00"

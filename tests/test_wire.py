@@ -65,7 +65,7 @@ def test_extract_round_trip_recomputes_the_date_from_the_event_timestamp():
     assert (claim["date"], claim["date_precision"]) == ("2025-10-10", "day")
     # what the wire carries survives; the statement and confidence are derived
     assert [wire.comparable(c) for c in back["claims"]] == [wire.comparable(CANONICAL_CLAIM)]
-    assert claim["statement"] == "Ana (the user's sister) visits user next Friday (planned)."
+    assert claim["statement"] == "Ana (the user's sister) visits user next Friday, as planned."
     assert claim["confidence"] == 0.65 and claim["is_correction"] is False
 
 
@@ -243,14 +243,15 @@ def test_confidence_is_derived_from_the_kind(kind, confidence):
     ("fact", "the user", "lives_in", "Lisbon", "The user lives in Lisbon."),
     ("fact", "the user", "lives_in", "Lisbon.", "The user lives in Lisbon."),  # one full stop
     ("plan", "Maya (the user's sister)", "visits", "Porto",
-     "Maya (the user's sister) visits Porto (planned)."),
+     "Maya (the user's sister) visits Porto, as planned."),  # a store's own predicate
     ("plan", "the user", "plans_to", "visit Porto", "The user plans to visit Porto."),
     ("belief", "Callum", "leads_team", "data",
-     "Callum leads team data (reported, not confirmed)."),
+     "Callum leads the data team, but it is not confirmed."),
     ("retraction", "the user", "plays", "guitar", "The user no longer plays guitar."),
     ("retraction", "the user", "lives_in", None,
-     "The user lives in: no longer true (retracts an earlier fact)."),
-    ("preference", "the user", "likes", None, "The user likes: unspecified."),
+     "An earlier fact about the user no longer holds."),
+    ("preference", "the user", "likes", None, "The user likes something not stated."),
+    ("preference", "the user", "favourite_band", "Low", "The user's favourite band is Low."),
 ])
 def test_render_statement(kind, name, predicate, value, statement):
     record = wire_claim(array=False, kind=kind, name=name, predicate=predicate, value=value)

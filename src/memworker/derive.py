@@ -18,8 +18,10 @@ model writes only the observations' statements and the answer text); `eval/hybri
   the answer does not state and whose date no stated item carries (a stated item accounts for
   its date); when several such items carry the stated date, those sharing the most words with
   the question and the answer are meant ("How long ago did the user drive to the coast?": the
-  drive, not the retreat booked that day). An answer that states no evidence item is an
-  abstention: `insufficient_evidence` is then true.
+  drive, not the retreat booked that day). When the answer states no item either way, an item
+  it restates in its own words counts (`restated`: all the item's content words are in the
+  answer, no negation added, and only one item qualifies). An answer that states no evidence
+  item is an abstention: `insufficient_evidence` is then true.
 - `derive_supports(statement, facts)`: the facts the statement states whole; when that is fewer
   than two, the facts it states without their leading subject ("Gus plays the harp and works as
   a software tester"). An observation needs two: fewer is no observation, and so is one that
@@ -85,7 +87,27 @@ def derive_citations(answer: str, evidence: list[dict[str, Any]], question: str 
         shared = {i: len(_words(body) & context) for i, body in dated.items()}
         best = max(shared.values())
         dated = {i: body for i, body in dated.items() if shared[i] == best}
+    if not stated and not dated:  # no item stated whole or by date: one restated in other words
+        stated = restated(answer, [(i, body) for i, body, _ in parts])
     return [i for i, _, _ in parts if i in stated or i in dated]
+
+
+#: words that turn a statement around: an answer using one restates no item that lacks it
+_NEGATIONS = frozenset(("not", "no", "never", "longer", "neither", "nor", "without", "t", "isn",
+                        "doesn", "don", "didn", "won", "wasn", "aren", "weren", "cannot"))
+
+
+def restated(answer: str, items: list[tuple[str, str]]) -> set[str]:
+    """The ids of the items `answer` restates in its own words: every content word of the item
+    (stemmed, `_PLAIN` words left out, at least two) occurs in the answer, the answer adds no
+    negation the item lacks, and exactly one item qualifies ("The user is allergic to cashews."
+    restates "The user allergic to cashews."; "The user is not allergic to cashews." does not)."""
+    said = _words(answer)
+    negations = said & _NEGATIONS
+    found = {i for i, body in items
+             if len(_words(body)) >= 2 and _words(body) <= said
+             and negations <= (_words(body) & _NEGATIONS)}
+    return found if len(found) == 1 else set()
 
 
 def _rest(statement: str) -> str:

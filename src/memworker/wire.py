@@ -70,7 +70,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memworker import derive, temporal
+from memworker import derive, statements, temporal
 from memworker.contracts import load_schema
 
 #: the compact separators of every answer (the grammar writes exactly these)
@@ -243,32 +243,14 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
 
 # --- the derived statement ------------------------------------------------------------------------
 
-def _phrase(predicate: str) -> str:
-    return predicate.replace("_", " ").strip()
-
-
-def render_statement(record: dict[str, Any]) -> str:
-    """The statement the codec writes for a claim record: one sentence from its subject,
-    predicate (as words) and value, and a qualifier for the kinds that carry meaning ("The user
-    lives in Lisbon.", "Maya (the user's sister) visits Porto (planned).", "Callum leads team
-    data (reported, not confirmed).", "The user no longer plays guitar.", a retraction without a
-    value: "The user plays: no longer true (retracts F1)."). Deterministic; the canonical claim
-    keeps the quotes, so the words the fact came from are never lost."""
-    name = record["subject"]["name"].strip()
-    subject = name[:1].upper() + name[1:]
-    value = (record["value"] or "").strip().rstrip(".")
-    phrase = _phrase(record["predicate"])
-    kind = record["kind"]
-    if kind == "retraction":
-        if value:
-            return f"{subject} no longer {phrase} {value}."
-        retracts = ", ".join(record["supersedes"]) or "an earlier fact"
-        return f"{subject} {phrase}: no longer true (retracts {retracts})."
-    body = f"{subject} {phrase} {value}" if value else f"{subject} {phrase}: unspecified"
-    qualifier = {"plan": " (planned)", "belief": " (reported, not confirmed)"}.get(kind, "")
-    if kind == "plan" and record["predicate"].startswith("plan"):
-        qualifier = ""
-    return f"{body}{qualifier}."
+def render_statement(record: dict[str, Any], facts: list[dict[str, Any]] | None = None) -> str:
+    """The statement the codec writes for a claim record: one English sentence from its subject,
+    predicate, value and kind, worded by the phrase table `memworker/statements.yaml` ("The user
+    lives in Lisbon.", "Thea is the user's mentor.", "The user no longer plays guitar."; a
+    retraction without a value says which of the request's existing `facts` it retracts).
+    Deterministic; the canonical claim keeps the quotes, so the words the fact came from are
+    never lost."""
+    return statements.render(record, facts)
 
 
 #: canonical fields the wire does not carry: the codec renders the statement and sets the
@@ -331,9 +313,10 @@ def resolve_claim_time(
     return resolved.date, resolved.precision
 
 
-def claim_from_wire(record: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
-    """A claim record -> the canonical claim: dates resolved, statement, correction flag and
-    confidence derived."""
+def claim_from_wire(record: dict[str, Any], events: list[dict[str, Any]],
+                    facts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A claim record -> the canonical claim: dates resolved, statement (worded with the
+    request's existing `facts` for a retraction), correction flag and confidence derived."""
     indices = [q["event"] for q in record["quotes"]]
     date, precision = resolve_claim_time(record["time_expression"], indices, events)
     return {
@@ -342,7 +325,7 @@ def claim_from_wire(record: dict[str, Any], events: list[dict[str, Any]]) -> dic
         "subject": dict(record["subject"]),
         "predicate": record["predicate"],
         "value": record["value"],
-        "statement": record.get("statement") or render_statement(record),
+        "statement": record.get("statement") or render_statement(record, facts),
         "kind": record["kind"],
         "time_expression": record["time_expression"],
         "date": date,
@@ -370,7 +353,8 @@ def from_wire(task: str, wire: dict[str, Any], inputs: dict[str, Any]) -> dict[s
     statement, flag and confidence, a consolidate observation's supports, a reflection's
     citations and abstention; the codec verifies the rest)."""
     if task == "extract":
-        return {"claims": [claim_from_wire(r, inputs["events"]) for r in claim_records(wire)]}
+        return {"claims": [claim_from_wire(r, inputs["events"], inputs.get("existing_facts"))
+                           for r in claim_records(wire)]}
     if task == "consolidate":
         return derive.derive_consolidate(wire, inputs)
     return derive.derive_reflect(wire, inputs)

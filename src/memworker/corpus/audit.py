@@ -179,7 +179,8 @@ def _audit_extract(row: dict[str, Any]) -> list[Violation]:
             out += _audit_time(c, inp["events"], where)
     out += [Violation("missing_required",
                       f"no claim for {t['subject']} {t['predicate']}={t['value']!r}")
-            for t in current if t.get("required") and seen[id(t)] == 0]
+            for t in current if t.get("required") and seen[id(t)] == 0
+            and t.get("in_vocabulary", True)]  # an out-of-vocabulary fact is graded, not claimed
     return out
 
 

@@ -95,6 +95,12 @@ STATUSES = ("superseded", "retracted", "rejected", "negated", "undecided", "inje
             "failed", "hypothetical", "past", "reported", "stored")
 FORBIDDEN_REASONS = ("secret", "injected", "rejected_suggestion", "negated", "undecided",
                      "failed_command")
+#: what each hand-written set is for (EVAL_SPEC "Sets and what each is for"), by its folder name
+USES = {
+    "natural": "test only: never trained on, never tuned to; scored by the evaluator as its own set",
+    "natural-dev": "design set: designs and thresholds are chosen on it (with val); never trained "
+                   "on",
+}
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?$")
 
 
@@ -435,13 +441,64 @@ def _codec_problems(row: dict[str, Any], *, read_back: bool = True) -> list[str]
             if not (canonical and d.startswith(codec.CANONICAL_FORM))]
 
 
-def set_vocabulary(rows: list[dict[str, Any]]) -> list[str]:
-    """The predicate vocabulary every extract row of the natural set sends (the store's, as a
-    store sends the predicates it uses): the default ontology plus every predicate the set's
-    hand-written claims use, in any row (one list for the whole set, so that a row's vocabulary
-    does not reveal its own answer)."""
-    used = {c["predicate"] for r in rows if r["task"] == "extract" for c in r["gold"]["claims"]}
-    return list(PREDICATES) + sorted(used - set(PREDICATES))
+_RELATION_SUBJECT = re.compile(r"^(?P<name>.+?) \((?P<owner>the user|[^()]+?)'s (?P<rel>[^)]+)\)$")
+_UNNAMED = re.compile(r"^the user's (?P<rel>.+)$", re.I)
+
+
+def convention_problems(row: dict[str, Any]) -> list[str]:
+    """Where an extract row's gold breaks the product's conventions (eval/README "The ruler"):
+    a predicate outside the ontology not marked out of vocabulary, a relationship not written
+    as the corpus writes it (subject "Name (the user's R)", predicate `relationship`, value R,
+    kind relationship), a `<relation>_of` predicate, or a subject whose name occurs neither in
+    the window's events nor in its existing facts."""
+    if row["task"] != "extract":
+        return []
+    from memworker.textnorm import norm
+
+    text = " ".join(e["text"] for e in row["input"]["events"]) + " " + " ".join(
+        f["statement"] for f in row["input"]["existing_facts"])
+    said = set(norm(text).split())
+    out = []
+    for t in row["truth"]["facts"]:
+        if t.get("status") != "current" or not t.get("required"):
+            continue
+        where = f"{row['id']} {t['subject']} {t['predicate']}={t['value']!r}"
+        pred, subject = t["predicate"], t["subject"]
+        if t.get("in_vocabulary", True) and pred not in PREDICATES:
+            out.append(f"{where}: predicate not in the ontology and not marked `oov: true`")
+        if pred not in PREDICATES and re.fullmatch(r"[a-z_]+_of", pred):
+            out.append(f"{where}: a `<relation>_of` predicate; write (Name (the user's R), "
+                       "relationship, R)")
+        named, unnamed = _RELATION_SUBJECT.match(subject), _UNNAMED.match(subject)
+        if pred == "relationship" and t["kind"] != "retraction":
+            rel = (named.group("rel") if named else unnamed.group("rel") if unnamed else None)
+            owner = named.group("owner") if named else "the user"
+            wanted = {rel} if owner == "the user" else {rel, f"{owner}'s {rel}"}
+            if t["kind"] != "relationship" or rel is None or t["value"] not in wanted:
+                out.append(f"{where}: a relationship is (Name (the user's R), relationship, R), "
+                           "kind relationship")
+        names = [subject, *(t.get("alternatives") or {}).get("subjects", [])]
+        if not any(_named_in(n, said) for n in names):
+            out.append(f"{where}: subject {subject!r} (or an alternative) occurs neither in the "
+                       "window nor in its facts")
+    return out
+
+
+def _named_in(subject: str, said: set[str]) -> bool:
+    """The user, an unnamed relative of theirs ("the user's mother"), or a name whose words all
+    occur in `said` (the normalised words of the window and its facts)."""
+    from memworker.textnorm import norm
+
+    named = _RELATION_SUBJECT.match(subject)
+    bare = named.group("name") if named else subject
+    if _is_user(bare) or _UNNAMED.match(bare):
+        return True
+    words = [w for w in norm(bare).split() if len(w) > 2 and w not in ("the", "user")]
+    return all(w in said for w in words)
+
+
+def _is_user(name: str) -> bool:
+    return name.strip().lower() in ("the user", "user")
 
 
 def load_natural(source: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -456,11 +513,11 @@ def load_natural(source: str | Path) -> tuple[list[dict[str, Any]], dict[str, st
     for path in paths:
         loaded.append((path, conversation_rows(load_conversation(path))))
         hashes[path.name] = sha256_file(path)
-    vocabulary = set_vocabulary([r for _, conv_rows in loaded for r in conv_rows])
     for path, conv_rows in loaded:
         for row in conv_rows:
-            if row["task"] == "extract":
-                row["input"]["predicates"] = vocabulary
+            # the vocabulary a store sends: none given, so the default and the existing facts'
+            # predicates (memworker.ontology.vocabulary); a gold claim outside it is out of
+            # vocabulary by its label (`oov: true`), graded but not in the gold answer
             contracts.validate_input(row["task"], row["input"])
             check_row(row, str(path))
             rows.append(row)
@@ -524,9 +581,9 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
         "generator": "memworker.corpus.natural",
         "generator_version": NATURAL_VERSION,
         "hand_written": True,
-        "use": "test only: never trained on; scored by the evaluator as its own set",
+        "use": USES.get(Path(source).name, USES["natural"]),
         "splits": [SPLIT],
-        "source": "corpus/natural",
+        "source": Path(source).as_posix(),
         "rebuild_args": f"--natural {Path(source).as_posix()}"
         + ("" if count_tokens else " --no-tokens"),
         "conversations": len(hashes),

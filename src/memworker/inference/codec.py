@@ -342,7 +342,8 @@ def _extract(doc: dict[str, Any], inputs: dict[str, Any], schema: dict[str, Any]
         if record["value"] is not None:
             record["value"] = _clean(record["value"], f"{where}/value", _LIMITS["value"], diags)
         try:
-            canonical = wire.claim_from_wire(record, inputs["events"])
+            canonical = wire.claim_from_wire(record, inputs["events"],
+                                                   inputs.get("existing_facts"))
         except (temporal.UnresolvableExpression, ValueError) as exc:
             raise _invalid([f"{where}/time_expression: {exc}"]) from None
         canonical["statement"] = _clean(canonical["statement"], f"{where}/statement",
