@@ -20,7 +20,6 @@ from memworker import pipeline
 from memworker.export import ExportError, export_base, export_release, record_evaluation
 from memworker.export import cli as ecli
 from memworker.export import release as rel
-from memworker.hashing import sha256_file
 from memworker.export.verify import verify_release
 from memworker.hashing import sha256_file
 from tests.fixtures.tiny import build_tiny_base, build_tiny_corpus

@@ -10,8 +10,8 @@ import pytest
 
 from memworker.corpus.natural import (
     NaturalSetError,
-    conversation_rows,
     convention_problems,
+    conversation_rows,
     load_conversation,
     load_natural,
 )
