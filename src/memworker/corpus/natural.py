@@ -466,7 +466,8 @@ def convention_problems(row: dict[str, Any]) -> list[str]:
         pred, subject = t["predicate"], t["subject"]
         if t.get("in_vocabulary", True) and pred not in PREDICATES:
             out.append(f"{where}: predicate not in the ontology and not marked `oov: true`")
-        if pred not in PREDICATES and re.fullmatch(r"[a-z_]+_of", pred):
+        if (pred not in PREDICATES and re.fullmatch(r"[a-z_]+_of", pred)
+                and _is_user(t["value"] or "")):
             out.append(f"{where}: a `<relation>_of` predicate; write (Name (the user's R), "
                        "relationship, R)")
         named, unnamed = _RELATION_SUBJECT.match(subject), _UNNAMED.match(subject)

@@ -163,10 +163,12 @@ def kind_match(predicted: str, truth: str | None) -> bool:
     return True
 
 
-#: words that may begin the qualifier a head-phrase value leaves out ("€0.14 a word" for
-#: "€0.14 a word from January"): time, place, reason, manner, amount
+#: words that may begin the qualifier a head-phrase value of two words or more leaves out
+#: ("€0.14 a word" for "€0.14 a word from January"): time, place, reason; not "to", "with" or
+#: "for", which begin a verb's object or companion ("played tennis" is not "played tennis with
+#: Fraser")
 QUALIFIERS = frozenset((
-    "from", "since", "until", "till", "on", "at", "in", "for", "with", "by", "to", "because",
+    "from", "since", "until", "till", "on", "at", "in", "by", "because",
     "as", "after", "before", "during", "every", "each", "per", "starting", "when", "while",
     "which", "who", "that", "via", "through", "near", "around", "about", "this", "next", "last",
     "these", "those", "today", "tomorrow", "yesterday", "now", "again", "too", "also"))
@@ -196,7 +198,10 @@ def value_match(predicted: str | None, truth: str | None, variants: list[str] = 
         if not words or set(words) & KEEP:
             continue
         raw = _raw_rest(full, predicted)
-        if words[0] in QUALIFIERS or (raw is not None and _PUNCT_START.match(raw)):
+        at_punctuation = raw is not None and _PUNCT_START.match(raw) is not None
+        # a one-word head drops only what punctuation sets apart ("Utrecht, near the station"),
+        # never an object ("went" of "went to a gig with Rosa")
+        if at_punctuation or (words[0] in QUALIFIERS and len(p.split()) > 1):
             return True
     return False
 
