@@ -93,3 +93,13 @@ def test_oov_on_an_ontology_predicate_is_refused(tmp_path):
                     "utf-8")
     with pytest.raises(NaturalSetError, match="in the ontology: drop `oov: true`"):
         conversation_rows(load_conversation(path))
+
+
+def test_set_statistics_show_the_registers_natural_dev_was_written_for(rows):
+    from memworker.corpus.setstats import stats
+
+    figures = stats(rows)
+    assert figures["extract rows"] == sum(1 for r in rows if r["task"] == "extract")
+    assert 0 < figures["gold values verbatim in the window"] <= 1
+    assert figures["words per user message, mean"] > 15  # the synthetic train split: 15.3
+    assert figures["lowercase starts"] > 0.5 and figures["slang or emoji"] > 0.25

@@ -201,8 +201,7 @@ def _plan(args: argparse.Namespace) -> Plan:
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise EvalError(f"arm names must be unique, got {names}")
-    corpus = Path(args.corpus or (runner.DEFAULT_NATURAL if args.set == "natural"
-                                  else "data/corpus"))
+    corpus = Path(args.corpus or runner.HAND_WRITTEN.get(args.set, "data/corpus"))
     rows = runner.load_eval_rows(corpus, args.set)
     rows_in_set = len(rows)
     if args.task:

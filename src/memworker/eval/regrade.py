@@ -21,7 +21,7 @@ from typing import Any
 
 from memworker.eval.grade import SAFETY_COUNTERS
 from memworker.eval.runner import (
-    DEFAULT_NATURAL,
+    HAND_WRITTEN,
     SAMPLES,
     EvalError,
     grade_sample,
@@ -45,8 +45,7 @@ def regrade(out: Path, corpus: str | None = None) -> dict[str, Any]:
     """{arm: {"before": totals, "after": totals, "changed": [claim changes]}} for a folder."""
     config = json.loads((out / "config.json").read_text("utf-8"))
     set_name = config["set"]
-    path = corpus or config["corpus"].get("path") or (
-        DEFAULT_NATURAL if set_name.startswith("natural") else "data/corpus")
+    path = corpus or config["corpus"].get("path") or HAND_WRITTEN.get(set_name, "data/corpus")
     rows = {r["id"]: r for r in load_eval_rows(path, set_name)}
     samples = read_samples(out / SAMPLES)
     before: dict[str, dict[str, Any]] = defaultdict(dict)

@@ -26,8 +26,11 @@ from memworker.hashing import canonical_json, sha256_bytes
 from memworker.prompts import to_chatml
 
 SAMPLES = "samples.jsonl"
-SETS = ("heldout", "test", "val", "natural")
+SETS = ("heldout", "test", "val", "natural", "natural-dev")
 DEFAULT_NATURAL = "data/natural"
+#: the hand-written sets (each frozen like a corpus, its rows the `test` split) and where each
+#: is frozen by default (`python corpus/build.py --natural corpus/<set> --out data/<set>`)
+HAND_WRITTEN = {"natural": DEFAULT_NATURAL, "natural-dev": "data/natural-dev"}
 MAX_BACKEND_FAILURES = 3
 
 
@@ -230,7 +233,7 @@ def close_backend(backend: Any) -> None:
 
 def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
     """Canonical rows of an evaluation set: `heldout` (the corpus's frozen 64), `test`, `val`,
-    or `natural` (the test split of a hand-written set frozen like a corpus)."""
+    or a hand-written set, `natural` or `natural-dev` (its test split, frozen like a corpus)."""
     from memworker.corpus import CorpusIntegrityError, load_rows
 
     if set_name not in SETS:
@@ -238,11 +241,11 @@ def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
     root = Path(corpus)
     if not (root / "manifest.json").is_file():
         hint = ("build it with `python corpus/build.py --out data/corpus --seed 13`"
-                if set_name != "natural" else
-                "freeze it with `python corpus/build.py --natural corpus/natural --out "
+                if set_name not in HAND_WRITTEN else
+                f"freeze it with `python corpus/build.py --natural corpus/{set_name} --out "
                 f"{root}`")
         raise EvalError(f"no corpus at {root} (no manifest.json): {hint}")
-    split = {"heldout": "heldout", "natural": "test"}.get(set_name, set_name)
+    split = "test" if set_name in HAND_WRITTEN else {"heldout": "heldout"}.get(set_name, set_name)
     try:
         return load_rows(root, split, form="canonical")
     except CorpusIntegrityError as exc:
