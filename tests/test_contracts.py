@@ -190,3 +190,14 @@ def test_contract_error_message_lists_violations():
     doc = copy.deepcopy({"claims": [{**CLAIM, "kind": "x", "confidence": 2}]})
     with pytest.raises(ContractError, match=r"extract_output: claims/0/confidence"):
         validate("extract_output", doc)
+
+
+def test_a_long_offending_value_comes_after_the_reason():
+    """Issue 46: the field and the reason lead; a long value is shown after them, cut."""
+    from memworker import contracts as C
+
+    (problem,) = C.errors("extract_output", {"claims": {"quote": "x" * 400}})
+    assert problem.startswith("claims: is not of type 'array' (got dict, ")
+    assert len(problem) < 120
+    (short,) = C.errors("extract_output", {"claims": 3})
+    assert short == "claims: 3 is not of type 'array'"  # a short value reads as before

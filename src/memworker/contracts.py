@@ -84,9 +84,26 @@ def errors(name: str, doc: Any) -> list[str]:
     including timestamps that match the schema's pattern but are not real date-times
     (`timestamp_errors`)."""
     found = sorted(_validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
-    out = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in found]
+    out = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {reason(e)}" for e in found]
     flagged = {"/".join(map(str, e.absolute_path)) for e in found}
     return out + [e for where, e in timestamp_errors(name, doc) if where not in flagged]
+
+
+#: an offending value longer than this is shown after the reason, cut, not before it
+SHOWN_VALUE = 60
+
+
+def reason(error: Any) -> str:
+    """A jsonschema error's message with the reason first: jsonschema starts with the offending
+    value's repr ("{'claims': …} is not of type 'array'"), which hides the reason once the
+    value is long and the message is cut (issue 46). A long value moves after the reason,
+    shortened: "is not of type 'array' (got dict, 347 chars: {'claims': [{'quot…)"."""
+    message, shown = error.message, repr(error.instance)
+    if len(shown) <= SHOWN_VALUE or not message.startswith(shown):
+        return message
+    rest = message[len(shown):].strip()
+    return (f"{rest} (got {type(error.instance).__name__}, {len(shown)} chars: "
+            f"{shown[:SHOWN_VALUE - 20]}…)")
 
 
 def _values_at(doc: Any, path: tuple[str, ...], prefix: tuple[str, ...] = ()):

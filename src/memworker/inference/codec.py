@@ -239,11 +239,11 @@ def _schema_errors(schema: dict[str, Any], doc: Any) -> list[str]:
     out = []
     for e in found:
         where = "/".join(map(str, e.absolute_path)) or "<root>"
-        if e.validator in ("anyOf", "enum", "const"):
-            message = f"{_short(json.dumps(e.instance, ensure_ascii=False), 80)} is not one of " \
-                      "the allowed choices"
+        if e.validator in ("anyOf", "enum", "const"):  # the reason first, then the value
+            message = "is not one of the allowed choices: " \
+                      f"{_short(json.dumps(e.instance, ensure_ascii=False), 80)}"
         else:
-            message = _short(e.message, 160)
+            message = _short(contracts.reason(e), 160)
         out.append(f"{where}: {message}")
     return out
 
