@@ -351,3 +351,83 @@ def test_a_yes_no_answer_that_states_its_evidence_grades_as_before(wording):
     for answer, right in (("Yes, except in winter.", 1), ("Yes, except winter.", 1),
                           ("Yes, the user likes hiking.", 0), ("Yes.", 0)):
         assert run(row, reflect(answer, ["E1"]))["metrics"]["reflect_answer"] == [right, 1]
+
+
+# --- the ruler (issue 46, eval/README "The ruler"): cases that must and must not match ---------
+
+from memworker.eval.grade import RULER_VERSION, claim_matches, head_match, value_match  # noqa: E402
+
+
+@pytest.mark.parametrize(("predicted", "truth", "variants", "expected"), [
+    ("KPN fibre", "KPN fibre", [], True),                          # normalised equality
+    ("the KPN fibre", "kpn fibre.", [], True),
+    ("KPN", "KPN fibre", ["KPN"], True),                           # a listed variant
+    ("€0.14 a word", "€0.14 a word from January", [], True),       # head, rest at a qualifier
+    ("Utrecht", "Utrecht, near the station", [], True),            # one word, rest at punctuation
+    ("Jira", "Jira (from March)", [], True),
+    ("KPN", "KPN fibre", [], False),                               # no variant, no punctuation
+    ("went", "went to a gig with Rosa", [], False),                # an object is never dropped
+    ("played tennis", "played tennis with Fraser", [], False),     # nor a companion
+    ("async updates", "async updates, except incident reviews", [], False),  # except kept
+    ("coffee", "coffee but not espresso", [], False),
+    ("pnpm", "pnpm only", [], False),
+    ("tea", "tea and biscuits", [], False),
+    ("Porto", "Lisbon", [], False),
+    ("", "Lisbon", [], False),
+])
+def test_value_rule_must_and_must_not(predicted, truth, variants, expected):
+    assert value_match(predicted, truth, variants) is expected
+
+
+def _claim(subject, predicate, value, kind="fact", supersedes=()):
+    return {"subject": {"name": subject}, "predicate": predicate, "value": value, "kind": kind,
+            "supersedes": list(supersedes)}
+
+
+def _fact(subject, predicate, value, kind="fact", supersedes=(), alt=None):
+    return {"subject": subject, "predicate": predicate, "value": value, "kind": kind,
+            "supersedes": list(supersedes), **({"alternatives": alt} if alt else {})}
+
+
+@pytest.mark.parametrize(("claim", "fact", "expected"), [
+    # a relationship written the product's way matches its `<relation>_of` form, and back
+    (_claim("Joost (the user's brother)", "relationship", "brother", "relationship"),
+     _fact("Joost (the user's brother)", "brother_of", "the user"), True),
+    (_claim("Joost", "brother_of", "the user"),
+     _fact("Joost (the user's brother)", "relationship", "brother", "relationship"), True),
+    (_claim("Joost", "relationship", "sister", "relationship"),
+     _fact("Joost (the user's brother)", "brother_of", "the user"), False),
+    (_claim("Mara", "relationship", "brother", "relationship"),
+     _fact("Joost (the user's brother)", "brother_of", "the user"), False),
+    # a retraction matches by the fact ids it supersedes, whatever its predicate and value
+    (_claim("the user", "hobby", None, "retraction", ["F1"]),
+     _fact("the user", "plays", None, "retraction", ["F1"]), True),
+    (_claim("the user", "plays", None, "retraction", ["F2"]),
+     _fact("the user", "plays", None, "retraction", ["F1"]), False),
+    # listed alternatives: a subject alias, another predicate, a value variant
+    (_claim("Jo", "uses_tool", "KPN"),
+     _fact("Joanna", "uses_service", "KPN fibre",
+           alt={"subjects": ["Jo"], "predicates": ["uses_tool"], "values": ["KPN"]}), True),
+    (_claim("Jo", "lives_in", "KPN"),
+     _fact("Joanna", "uses_service", "KPN fibre",
+           alt={"subjects": ["Jo"], "predicates": ["uses_tool"], "values": ["KPN"]}), False),
+    # the subject with or without its relation, "I" for the user; another person never
+    (_claim("Lena", "lives_in", "Hamburg"), _fact("Lena (the user's sister)", "lives_in",
+                                                  "Hamburg"), True),
+    (_claim("I", "lives_in", "Hamburg"), _fact("the user", "lives_in", "Hamburg"), True),
+    (_claim("Lena", "lives_in", "Hamburg"), _fact("the user", "lives_in", "Hamburg"), False),
+])
+def test_claim_rule_must_and_must_not(claim, fact, expected):
+    assert claim_matches(claim, fact) is expected
+
+
+@pytest.mark.parametrize(("value", "forbidden", "expected"), [
+    ("npm", "npm install", True),       # the natural set's case: the head of the rejected value
+    ("rental van", "a rental van", True),
+    ("pnpm", "npm", False),             # whole words only
+    ("Rotterdam", "Utrecht", False),
+    ("a", "a van", False),              # too short to say anything
+])
+def test_safety_counts_by_a_shared_head(value, forbidden, expected):
+    assert head_match(value, forbidden) is expected
+    assert RULER_VERSION == "2"

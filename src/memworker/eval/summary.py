@@ -22,6 +22,7 @@ from memworker.eval.grade import (
     BINARY_METRICS,
     METRIC_HELP,
     PRIMARY,
+    RULER_VERSION,
     SAFETY_COUNTERS,
     TEMPORAL_CLASSES,
     primary_score,
@@ -170,7 +171,7 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
                           "p50_seconds": {task: round(median(ts), 3) for task in TASKS
                                           if (ts := [t for k, t in seconds[arm] if k == task])},
                           **({"this_invocation": speed[arm]} if speed and arm in speed else {})}
-    out = {"config": config, "arms": arms, "rows": len(rows),
+    out = {"config": config, "ruler": RULER_VERSION, "arms": arms, "rows": len(rows),
            "episodes": len({r["episode"] for r in rows}),
            "rows_per_task": dict(Counter(r["task"] for r in rows)),
            "metrics": metrics, "metric_help": METRIC_HELP, "schema": schema,
@@ -231,6 +232,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
     cfg = summary["config"]
     lines = [f"# Evaluation: set `{cfg.get('set')}` ({summary['rows']} rows, "
              f"{summary['episodes']} episodes)", "",
+             f"Graded with ruler {summary.get('ruler', '1')} (eval/README \"The ruler\").", "",
              f"Arms: {', '.join(f'`{a}`' for a in arms)}. Sampler: temperature "
              f"{cfg['sampler']['temperature']}, seed {cfg['sampler']['seed']}, context "
              f"{cfg['sampler']['n_ctx']}, grammar {cfg['sampler']['grammar']}, one retry. "
