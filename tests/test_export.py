@@ -376,7 +376,7 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     monkeypatch.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
     args = [a for a in FAST if a != "--no-export"]
     main = ["--stage", "general-a", "--base", str(tiny["base"]), "--receipts-dir", "receipts",
-            "--no-build-corpus"]
+            "--release-dir", "release", "--no-build-corpus"]
     assert pipeline.main([*main, *args, "--eval-rows", "2"]) == 0
     captured = capsys.readouterr()
     out = captured.out
@@ -411,6 +411,37 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
     assert "evaluation of" not in capsys.readouterr().out
     assert pipeline.main([*main, *FAST]) == 0
     assert "export:" not in (out := capsys.readouterr().out) and "evaluation of" not in out
+
+
+@pytest.mark.slow
+def test_the_main_job_leaves_every_committed_file_as_it_was(tiny, tmp_path, monkeypatch, capsys):
+    """Issue 45: a newcomer runs the main job, then the tests; the main job must not rewrite the
+    committed release (receipts/, the top-level Modelfile and SHA256SUMS). In a git checkout
+    holding a committed release, the main job with its default folders writes its release,
+    receipts and evaluation under runs/ and `git status` shows no committed file changed."""
+    work = shutil.copytree(tiny["work"], tmp_path / "clone", ignore=shutil.ignore_patterns(
+        "release", "runs"))
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
+    Path(".gitignore").write_text("data/\nruns/\nrelease/\n")
+    Path("Modelfile").write_text("FROM ./release/committed.gguf\n")
+    Path("SHA256SUMS").write_text("0" * 64 + "  release/committed.gguf\n")
+    Path("receipts/release-receipt.json").write_text('{"committed": true}\n')
+
+    def git(*argv):
+        return subprocess.run(["git", *argv], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a committed release")
+    args = [a for a in FAST if a != "--no-export"]
+    assert pipeline.main(["--stage", "general-a", "--base", str(tiny["base"]),
+                          "--no-build-corpus", *args, "--eval-rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "export: runs/release/memworker-local-base-general-a-q8_0.gguf (" in out
+    assert Path("runs/release/release-receipt.json").is_file()
+    assert Path("runs/receipts/release-receipt.json").is_file()  # its receipts, under runs/
+    assert git("status", "--porcelain", "--untracked-files=all") == ""
 
 
 @pytest.mark.slow

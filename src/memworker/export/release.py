@@ -48,6 +48,8 @@ from memworker.receipts import (
 )
 
 SUMS = "SHA256SUMS"
+#: the release's model card as committed beside its receipt (`receipts/release-card.md`)
+RELEASE_CARD = "release-card.md"
 BASE_GGUF = "base-q8_0.gguf"
 OUTTYPE = "q8_0"
 FORMAT = 1
@@ -380,6 +382,9 @@ def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
     if receipts_dir is not None:
         receipts_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out / RELEASE_RECEIPT, receipts_dir / RELEASE_RECEIPT)
+        # the card as released: a rebuild puts it back rather than rendering it with a later
+        # card.py (export/rebuild.py)
+        shutil.copyfile(out / card.CARD, receipts_dir / RELEASE_CARD)
     if publish_dir is not None:
         publish(out, publish_dir, receipt)
     return receipt
