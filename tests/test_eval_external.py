@@ -290,3 +290,46 @@ def test_embedded_base_arm_on_one_window_and_one_question(tmp_path, embedded_ggu
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["gguf"]["base"]["sha256"]
     assert summary["comparisons"][0]["label"] == "rules - base"
+
+
+# --- the worker as the store runs it (issue 46) -------------------------------------------------
+
+def _fake_release(tmp_path, worker):
+    import hashlib
+
+    folder = tmp_path / "release"
+    folder.mkdir()
+    gguf = folder / "student-q8_0.gguf"
+    gguf.write_bytes(b"GGUF fake student")
+    receipt = {"student": {"gguf": gguf.name},
+               "artifacts": {gguf.name: {"sha256": hashlib.sha256(gguf.read_bytes())
+                                         .hexdigest()}},
+               "worker": worker}
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    return folder, gguf
+
+
+def test_release_worker_runs_the_student_as_the_store_does(tmp_path):
+    from memworker.eval import external, runner
+
+    folder, gguf = _fake_release(tmp_path, {"extract_form": "turns", "propose": True,
+                                            "claim_gate": "first(predicate)+first(value)>=-0.055"})
+    arms = [runner.parse_arm(f"me={gguf}"), runner.parse_arm("rules")]
+    form, gates, proposing = external.release_worker(folder, arms)
+    assert form == "turns" and proposing == ["me"]
+    assert gates == ["me=first(predicate)+first(value)>=-0.055"]
+    gated = runner.assign_proposals(runner.assign_gates(arms, gates, form), proposing, form)
+    assert gated[0].claim_gate is not None and gated[0].propose and not gated[1].propose
+
+
+def test_release_worker_needs_an_arm_holding_the_student(tmp_path):
+    from memworker.eval import external, runner
+    from memworker.eval.runner import EvalError
+
+    folder, _ = _fake_release(tmp_path, {"extract_form": "window"})
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"another model")
+    with pytest.raises(EvalError, match="no arm is its student"):
+        external.release_worker(folder, [runner.parse_arm(f"x={other}")])
+    with pytest.raises(EvalError, match="no readable release-receipt.json"):
+        external.release_worker(tmp_path / "nowhere", [])

@@ -541,71 +541,37 @@ def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
 
 # --- summary ------------------------------------------------------------------------------------
 
-def _block(pairs: list[list[float]], clusters: list[str], resamples: int, seed: int
-           ) -> dict[str, Any]:
-    return {"value": stats.ratio(pairs), "n_rows": len(pairs),
-            "num": sum(p[0] for p in pairs), "den": sum(p[1] for p in pairs),
-            "ci": stats.cluster_bootstrap(pairs, clusters, resamples=resamples, seed=seed)}
+#: the metric each task's z-scores use here (the evaluator's `PRIMARY` needs a structured truth)
+EXTERNAL_PRIMARY = {"extract": "extract_support", "reflect": "reflect_correct"}
 
 
 def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
               config: dict[str, Any], resamples: int = stats.DEFAULT_RESAMPLES,
               seed: int = 0) -> dict[str, Any]:
-    from memworker.eval.summary import comparison_pairs, paired_metric
+    """The evaluator's own summary (`memworker.eval.summary.summarise`: intervals over
+    conversations, paired comparisons, McNemar) with this diagnostic's grader, plus reflection
+    correctness per LoCoMo question category and the disclaimer."""
+    from memworker.eval import summary as S
 
+    summary = S.summarise(rows, samples, arms, config=config, resamples=resamples, seed=seed,
+                          grader=grade_sample, primary=EXTERNAL_PRIMARY)
     by_id = {r["id"]: r for r in rows}
-    graded: dict[str, dict[str, dict[str, Any]]] = {a: {} for a in arms}
+    categories: dict[str, Any] = {a: {} for a in arms}
     for s in samples:
-        if s["arm"] in graded and s["id"] in by_id:
-            graded[s["arm"]][s["id"]] = grade_sample(by_id[s["id"]], s)
-    metrics: dict[str, Any] = {}
-    categories: dict[str, Any] = {}
-    schema: dict[str, Any] = {}
-    for arm in arms:
-        v = graded[arm]
-        metrics[arm] = {}
-        for task in TASKS:
-            ids = [i for i in v if by_id[i]["task"] == task]
-            if not ids:
-                continue
-            names = sorted({m for i in ids for m in v[i]["metrics"]})
-            metrics[arm][task] = {"rows": len(ids), "metrics": {
-                m: _block([v[i]["metrics"][m] for i in ids if m in v[i]["metrics"]],
-                          [by_id[i]["episode"] for i in ids if m in v[i]["metrics"]],
-                          resamples, seed) for m in names}}
-        cats: dict[str, Any] = {}
-        for i in v:
-            if by_id[i]["task"] == "reflect":
-                cat = str(by_id[i]["locomo"]["category"])
-                entry = cats.setdefault(cat, {"rows": 0, "correct": 0})
-                entry["rows"] += 1
-                entry["correct"] += v[i]["metrics"]["reflect_correct"][0]
-        categories[arm] = dict(sorted(cats.items()))
-        schema[arm] = {**{k: Counter(x["schema"] for x in v.values())[k]
-                          for k in ("first_try", "retry", "failed")}, "rows": len(v)}
-    comparisons = []
-    for a, b in comparison_pairs(arms):
-        common = sorted(set(graded[a]) & set(graded[b]))
-        entry = {"a": a, "b": b, "label": f"{a} - {b}", "rows": len(common), "tasks": {}}
-        for task in TASKS:
-            ids = [i for i in common if by_id[i]["task"] == task]
-            block = {}
-            for m in sorted({m for i in ids for m in graded[a][i]["metrics"]}):
-                block[m] = paired_metric(graded[a], graded[b], ids, m, by_id,
-                                         binary=m in BINARY, resamples=resamples, seed=seed)
-            if block:
-                entry["tasks"][task] = block
-        comparisons.append(entry)
-    return {"kind": "memworker-external-diagnostic", "disclaimer": DISCLAIMER,
+        row = by_id.get(s["id"])
+        if s["arm"] not in categories or row is None or row["task"] != "reflect":
+            continue
+        entry = categories[s["arm"]].setdefault(str(row["locomo"]["category"]),
+                                                {"rows": 0, "correct": 0})
+        entry["rows"] += 1
+        entry["correct"] += grade_sample(row, s)["metrics"]["reflect_correct"][0]
+    return {**summary, "kind": "memworker-external-diagnostic", "disclaimer": DISCLAIMER,
             "license": config.get("file", {}).get("license"),
-            "config": config, "arms": arms, "rows": len(rows),
-            "rows_per_task": dict(Counter(r["task"] for r in rows)),
-            "conversations": len({r["episode"] for r in rows}),
-            "metrics": metrics, "reflect_by_category": categories, "schema": schema,
-            "comparisons": comparisons, "metric_help": METRIC_HELP,
-            "statistics": {"interval": "95 % percentile bootstrap, conversations resampled",
-                           "resamples": resamples, "seed": seed,
-                           "mcnemar": "exact two-sided (binomial, p = 1/2, discordant pairs)"}}
+            "conversations": summary["episodes"],
+            "reflect_by_category": {a: dict(sorted(c.items())) for a, c in categories.items()},
+            "metric_help": METRIC_HELP,
+            "statistics": {**summary["statistics"],
+                           "interval": "95 % percentile bootstrap, conversations resampled"}}
 
 
 def license_line(license_: str | None) -> str:
@@ -702,7 +668,45 @@ def build_parser() -> Any:
                    help="cap every attempt's max_tokens (same for every arm)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    # the worker as the store runs it (issue 46): as in eval/run.py, or from a release receipt
+    from memworker.eval import runner
+    from memworker.turns import FORMS
+
+    p.add_argument("--extract-form", choices=FORMS, default=None,
+                   help="the form model arms extract in, as in eval/run.py (default: window, or "
+                        "the --release worker's)")
+    p.add_argument("--claim-gate", action="append", default=None, metavar="[ARM=]SCORE>=T",
+                   help="an arm's claim gate, as in eval/run.py (repeatable)")
+    runner.add_propose_option(p)
+    p.add_argument("--release", metavar="DIR", default=None,
+                   help="run the arm whose GGUF is this release's student as the store's "
+                        "worker does: the extraction form, claim gate and proposing of the "
+                        "release receipt's `worker` (MemWorkerBackend.from_release)")
     return p
+
+
+def release_worker(release: str | Path, arms: list[Any]) -> tuple[str, list[str], list[str]]:
+    """(extract form, --claim-gate values, --propose values) that run the arm holding the
+    release's student GGUF as `MemWorkerBackend.from_release` runs it."""
+    from memworker.eval.runner import EvalError
+    from memworker.hashing import sha256_file
+
+    folder = Path(release)
+    try:
+        receipt = json.loads((folder / "release-receipt.json").read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"--release {folder}: no readable release-receipt.json ({exc})") from None
+    student = folder / receipt["student"]["gguf"]
+    want = receipt["artifacts"][receipt["student"]["gguf"]]["sha256"]
+    arm = next((a for a in arms if a.kind == "gguf" and Path(a.target).is_file()
+                and sha256_file(a.target) == want), None)
+    if arm is None:
+        raise EvalError(f"--release {folder}: no arm is its student {student} (sha256 "
+                        f"{want[:12]}…); add --arm student={student}")
+    worker = receipt.get("worker") or {}
+    gates = [f"{arm.name}={worker['claim_gate']}"] if worker.get("claim_gate") else []
+    return worker.get("extract_form", "window"), gates, [arm.name] if worker.get(
+        "propose") else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -733,6 +737,16 @@ def _main(args: Any) -> int:
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
         raise EvalError(f"arm names must be unique, got {names}")
+    form, gates, proposing = args.extract_form, args.claim_gate, args.propose
+    if args.release:
+        r_form, r_gates, r_propose = release_worker(args.release, arms)
+        if form not in (None, r_form) or gates or proposing:
+            raise EvalError("--release sets the student's worker; drop --extract-form, "
+                            "--claim-gate and --propose")
+        form, gates, proposing = r_form, r_gates, r_propose
+    form = form or "window"
+    arms = runner.assign_gates(arms, gates, form)
+    arms = runner.assign_proposals(arms, proposing, form)
     data = load_locomo(args.locomo)
     rows = build_windows(data, args.window, args.windows, args.seed)
     rows += build_questions(data, None if args.questions < 0 else args.questions, args.seed,
@@ -743,14 +757,18 @@ def _main(args: Any) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
-                      max_tokens_cap=args.max_tokens)
+                      max_tokens_cap=args.max_tokens, extract_form=form)
     config = {"file": {"path": str(args.locomo), "sha256": data.sha256, "license": data.license,
                        "counts": data.counts(), "notes": dict(sorted(data.notes.items()))},
               "window": args.window, "windows": args.windows, "questions": args.questions,
               "distractors": args.distractors, "seed": args.seed,
               "arms": {a.name: a.spec for a in arms},
-              "sampler": {k: v for k, v in asdict(sampler).items()
-                          if k not in ("extract_form", "turn_quotes")},
+              "sampler": {k: v for k, v in asdict(sampler).items() if k != "turn_quotes"},
+              "worker": {"extract_form": form,
+                         "claim_gates": {a.name: a.claim_gate for a in arms
+                                         if a.claim_gate is not None},
+                         "proposing": sorted(a.name for a in arms if a.propose),
+                         **({"release": str(args.release)} if args.release else {})},
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment()}
     write_json(out / "config.json", config)

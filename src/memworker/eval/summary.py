@@ -25,7 +25,6 @@ from memworker.eval.grade import (
     RULER_VERSION,
     SAFETY_COUNTERS,
     TEMPORAL_CLASSES,
-    primary_score,
 )
 from memworker.eval.runner import grade_sample
 from memworker.hashing import write_json
@@ -95,13 +94,19 @@ def paired_metric(a: dict[str, Any], b: dict[str, Any], ids: list[str], metric: 
 def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
               config: dict[str, Any], speed: dict[str, Any] | None = None,
               resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0,
-              judge: dict[str, Any] | None = None) -> dict[str, Any]:
+              judge: dict[str, Any] | None = None,
+              grader: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = grade_sample,
+              primary: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every arm's samples graded (`grader`: the evaluator's own, or another set's, e.g. the
+    external diagnostic's) and summarised: metrics with intervals, paired comparisons,
+    z-scores of each task's `primary` metric, temporal and safety counts, speed."""
+    primary = primary or PRIMARY
     by_id = {r["id"]: r for r in rows}
     graded: dict[str, dict[str, dict[str, Any]]] = {a: {} for a in arms}
     seconds: dict[str, list[tuple[str, float]]] = {a: [] for a in arms}
     for s in samples:
         if s["arm"] in graded and s["id"] in by_id:
-            graded[s["arm"]][s["id"]] = grade_sample(by_id[s["id"]], s)
+            graded[s["arm"]][s["id"]] = grader(by_id[s["id"]], s)
             seconds[s["arm"]].append((s["task"], s["seconds"]))
     metrics: dict[str, Any] = {}
     temporal: dict[str, Any] = {}
@@ -127,17 +132,17 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
                                 resamples=resamples, seed=seed)}
             if ids:
                 metrics[arm][task] = {"rows": len(ids), "metrics": block}
-        ex = [v[i] for i in v if by_id[i]["task"] == "extract"]
+        ex = [v[i]["temporal"] for i in v if by_id[i]["task"] == "extract"
+              and "temporal" in v[i]]  # a grader without temporal verdicts counts none
         temporal[arm] = {
-            "pairs": sum(x["temporal"]["pairs"] for x in ex),
-            "before": {c: sum(x["temporal"]["before"].get(c, 0) for x in ex)
-                       for c in TEMPORAL_CLASSES},
-            "after": {c: sum(x["temporal"]["after"].get(c, 0) for x in ex)
-                      for c in TEMPORAL_CLASSES},
+            "pairs": sum(x["pairs"] for x in ex),
+            "before": {c: sum(x["before"].get(c, 0) for x in ex) for c in TEMPORAL_CLASSES},
+            "after": {c: sum(x["after"].get(c, 0) for x in ex) for c in TEMPORAL_CLASSES},
             "rows": len(ex)}
-        safety[arm] = {c: sum(x["safety"][c] for x in v.values()) for c in SAFETY_COUNTERS}
+        safety[arm] = {c: sum((x.get("safety") or {}).get(c, 0) for x in v.values())
+                       for c in SAFETY_COUNTERS}
         safety[arm]["secrets_written_before_codec"] = sum(
-            x["safety_raw"]["secrets_written"] for x in v.values())
+            (x.get("safety_raw") or {}).get("secrets_written", 0) for x in v.values())
         safety[arm]["rows"] = len(v)
         schema[arm] = {**{k: Counter(x["schema"] for x in v.values())[k]
                           for k in ("first_try", "retry", "failed")}, "rows": len(v)}
@@ -160,9 +165,11 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
         comparisons.append(entry)
     z = {}
     for task in TASKS:
-        scores = {arm: {i: primary_score(x) for i, x in graded[arm].items()
+        if task not in primary:
+            continue
+        scores = {arm: {i: _score(x, primary[task]) for i, x in graded[arm].items()
                         if x["task"] == task} for arm in arms}
-        z[task] = {"metric": PRIMARY[task], "arms": stats.zscores(scores)}
+        z[task] = {"metric": primary[task], "arms": stats.zscores(scores)}
     speed_out = {}
     for arm in arms:
         secs = [t for _, t in seconds[arm]]
@@ -183,6 +190,11 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
     if judge is not None:
         out["judge"] = {**judge, "limitation": LIMITATION_JUDGE}
     return out
+
+
+def _score(verdict: dict[str, Any], metric: str) -> float:
+    num, den = verdict["metrics"].get(metric, (0, 0))
+    return num / den if den else 0.0
 
 
 # --- report.md ----------------------------------------------------------------------------------
