@@ -32,13 +32,14 @@ ARM_ORDER = ("base", "student", "rules")
 #: (task, metric) rows of a set's table, in order; a row no arm measured is left out
 KEY_METRICS = (
     ("extract", PRIMARY["extract"]), ("extract", "extract_support"),
-    ("extract", "extract_coverage"), ("extract", "extract_empty"),
+    ("extract", "extract_coverage"), ("extract", "extract_coverage_in_vocab"),
+    ("extract", "extract_empty"),
     ("consolidate", PRIMARY["consolidate"]),
     ("reflect", PRIMARY["reflect"]), ("reflect", "reflect_abstention"),
     ("all", "schema_first_try"),
 )
 #: metrics whose num/den are counts (rows, claims, facts); others are means of per-row scores
-COUNTED = {*BINARY_METRICS, "extract_support", "extract_coverage"}
+COUNTED = {*BINARY_METRICS, "extract_support", "extract_coverage", "extract_coverage_in_vocab"}
 #: (label, where in summary.json) of the safety rows: counts, each should be 0
 SAFETY_ROWS = (
     ("secrets retained", ("safety", "secrets_retained")),
@@ -320,6 +321,13 @@ NOT_EVALUATED = ("**Not evaluated yet.** The release receipt holds no evaluation
                  "of earlier releases are in git history.")
 
 
+def _rulers(evaluation: dict[str, Any]) -> str:
+    """The ruler version(s) the evaluations were graded with ("1" before summaries recorded it)."""
+    found = sorted({str(s.get("ruler", "1")) for s in evaluation.values()
+                    if isinstance(s, dict)})
+    return " and ".join(found) if found else "1"
+
+
 def render(receipts_dir: str | Path = "receipts") -> str:
     """The results block (without the marker lines) from the receipts folder."""
     receipt, live = load(receipts_dir)
@@ -333,7 +341,9 @@ def render(receipts_dir: str | Path = "receipts") -> str:
              "rows, or claims and facts for extract support and coverage); failed rows count "
              "as zero; differences are paired over the rows both arms ran. Safety rows are "
              "counts (each should be 0). Full tables: `evaluation.<set>` of "
-             f"`receipts/{RELEASE}`.", ""]
+             f"`receipts/{RELEASE}`. Graded with ruler "
+             f"{_rulers(evaluation)} (eval/README \"The ruler\"; every committed evaluation "
+             "regraded from its recorded answers: receipts/regrade/README.md).", ""]
     for name in ordered_sets(evaluation):
         summary = evaluation[name]
         lines += [*set_header(name, summary), "", *set_table(summary), ""]
