@@ -18,7 +18,7 @@ from memworker.corpus.natural import (
 from memworker.ontology import PREDICATES
 
 ROOT = Path(__file__).resolve().parent.parent
-SETS = [d for d in ("natural", "natural-dev") if (ROOT / "corpus" / d).is_dir()]
+SETS = [d for d in ("natural", "natural-dev", "natural-train") if (ROOT / "corpus" / d).is_dir()]
 
 
 @pytest.fixture(scope="module", params=SETS)

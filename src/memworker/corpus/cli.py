@@ -171,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         c = m["totals"]
+        per_split = ", ".join(f"{k} {v['rows']}" for k, v in m["counts"].items())
         print(f"built {args.out}: {m['conversations']} hand-written conversations, "
-              f"{c['rows']} test rows ({c['tasks']})")
+              f"{c['rows']} rows ({per_split}; {c['tasks']})")
         return 0
     if args.teacher and not args.teacher_model:
         print("error: --teacher needs --teacher-model", file=sys.stderr)

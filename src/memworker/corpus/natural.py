@@ -67,6 +67,7 @@ conversation's `tz`, or a full ISO timestamp with offset):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -100,7 +101,19 @@ USES = {
     "natural": "test only: never trained on, never tuned to; scored by the evaluator as its own set",
     "natural-dev": "design set: designs and thresholds are chosen on it (with val); never trained "
                    "on",
+    "natural-train": "training set (issue 47): hand-written conversations to train on, split by "
+                     "conversation into train and val (VAL_SHARE); never evaluated as a test",
 }
+#: the sets trained on, split by conversation (sha256 of its id) into train and a small val part
+TRAINING_SETS = frozenset({"natural-train"})
+VAL_SHARE = 0.1
+
+
+def training_split(conversation_id: str) -> str:
+    """`val` for about VAL_SHARE of a training set's conversations (by sha256 of the id, so the
+    split never depends on which other files exist), else `train`."""
+    digest = int(hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()[:8], 16)
+    return "val" if digest / 0xFFFFFFFF < VAL_SHARE else "train"
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?$")
 
 
@@ -295,7 +308,7 @@ def _forbidden(items: Any, where: str) -> list[dict[str, str]]:
 
 
 def _base(conv: dict[str, Any], task: str, n: int) -> dict[str, Any]:
-    return {"id": f"{conv['id']}-{task}-{n}", "task": task, "split": SPLIT,
+    return {"id": f"{conv['id']}-{task}-{n}", "task": task, "split": conv.get("split", SPLIT),
             "domain": conv["domain"], "family": f"natural-{conv['id']}", "episode": conv["id"]}
 
 
@@ -511,8 +524,12 @@ def load_natural(source: str | Path) -> tuple[list[dict[str, Any]], dict[str, st
     rows: list[dict[str, Any]] = []
     hashes: dict[str, str] = {}
     loaded = []
+    training = source.name in TRAINING_SETS
     for path in paths:
-        loaded.append((path, conversation_rows(load_conversation(path))))
+        conv = load_conversation(path)
+        if training:
+            conv["split"] = training_split(conv["id"])
+        loaded.append((path, conversation_rows(conv)))
         hashes[path.name] = sha256_file(path)
     for path, conv_rows in loaded:
         for row in conv_rows:
@@ -574,22 +591,27 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
     out = Path(out)
     (out / "canonical").mkdir(parents=True, exist_ok=True)
     (out / "wire").mkdir(exist_ok=True)
-    files = {f"canonical/{SPLIT}.jsonl": write_jsonl(out / "canonical" / f"{SPLIT}.jsonl", rows),
-             f"wire/{SPLIT}.jsonl": write_jsonl(out / "wire" / f"{SPLIT}.jsonl",
-                                                (wire_row(r) for r in rows))}
+    splits = sorted({r["split"] for r in rows}, key=("train", "val", SPLIT).index)
+    files = {}
+    for split in splits:
+        part = [r for r in rows if r["split"] == split]
+        files[f"canonical/{split}.jsonl"] = write_jsonl(out / "canonical" / f"{split}.jsonl", part)
+        files[f"wire/{split}.jsonl"] = write_jsonl(out / "wire" / f"{split}.jsonl",
+                                                   (wire_row(r) for r in part))
     extract = [r for r in rows if r["task"] == "extract"]
     manifest: dict[str, Any] = {
         "generator": "memworker.corpus.natural",
         "generator_version": NATURAL_VERSION,
         "hand_written": True,
         "use": USES.get(Path(source).name, USES["natural"]),
-        "splits": [SPLIT],
+        "splits": splits,
         "source": Path(source).as_posix(),
         "rebuild_args": f"--natural {Path(source).as_posix()}"
         + ("" if count_tokens else " --no-tokens"),
         "conversations": len(hashes),
         "source_files": dict(sorted(hashes.items())),
-        "counts": {SPLIT: split_counts(rows)},
+        "counts": {split: split_counts([r for r in rows if r["split"] == split])
+                   for split in splits},
         "totals": split_counts(rows),
         "behaviours_per_task": _per_task_behaviours(rows),
         "claim_kinds": _kinds(rows),
@@ -609,7 +631,9 @@ def audit_natural(path: str | Path) -> dict[str, Any]:
     """Verify a frozen natural set against its manifest and re-audit every row."""
     from memworker.corpus.build import load_rows
 
-    rows = load_rows(path, SPLIT, form="canonical")
+    manifest = json.loads((Path(path) / "manifest.json").read_text("utf-8"))
+    rows = [r for split in manifest.get("splits", [SPLIT])
+            for r in load_rows(path, split, form="canonical")]
     problems = A.audit_rows(rows, read_back=False)  # hand labels: see the module docstring
     codes = Counter(v.code for vs in problems.values() for v in vs)
     examples: dict[str, str] = {}
