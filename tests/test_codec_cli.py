@@ -47,17 +47,25 @@ def test_rendered_prompts_parse_back_to_their_inputs(task):
     check()
 
 
-def test_all_prompt_file_forms_give_the_same_request():
-    inputs = SAMPLES["extract"][0]
-    messages = render("extract", inputs)
-    forms = [json.dumps({"task": "extract", "inputs": inputs}),
-             messages[1]["content"], messages[1]["content"] + "\n",
-             to_chatml(messages), json.dumps(messages), json.dumps({"messages": messages})]
-    for text in forms:
-        task, parsed = load_request(text)
-        assert task == "extract"
-        assert parsed["events"] == inputs["events"]
-        assert parsed["existing_facts"] == inputs["existing_facts"]
+@pytest.mark.parametrize("task,k", [(t, k) for t, items in SAMPLES.items()
+                                    for k in range(len(items))])
+def test_all_prompt_file_forms_give_the_same_request(task, k):
+    """The JSON request gives back exactly its inputs; every rendered form (the user message,
+    with a trailing newline, ChatML, chat messages bare or under "messages") gives the whole same
+    request, every field, except that a rendered extract prompt carries no episode id (the
+    placeholder "prompt-file"), and renders back to the same messages."""
+    inputs = SAMPLES[task][k]
+    messages = render(task, inputs)
+    assert load_request(json.dumps({"task": task, "inputs": inputs})) == (task, inputs)
+    rendered = {**inputs, "episode_id": "prompt-file"} if task == "extract" else inputs
+    forms = {"user message": messages[1]["content"],
+             "with a newline": messages[1]["content"] + "\n",
+             "ChatML": to_chatml(messages), "chat messages": json.dumps(messages),
+             "under messages": json.dumps({"messages": messages})}
+    for form, text in forms.items():
+        assert load_request(text) == (task, rendered), form
+        assert load_request(text, task=task) == (task, rendered), form
+        assert render(task, rendered) == messages, form
 
 
 @pytest.mark.parametrize("text,needle", [

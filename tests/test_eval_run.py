@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from memworker.contracts import TASKS
 from memworker.eval import runner
 from memworker.eval.cli import main, planned_config
 from memworker.eval.rules import RulesBackend
@@ -29,10 +30,23 @@ def test_parse_arm(text, arm):
     assert runner.parse_arm(text) == arm
 
 
-@pytest.mark.parametrize("text", ["base", "=x.gguf", "b=model.bin", "a b=rules"])
-def test_parse_arm_refuses_unclear_specs(text):
-    with pytest.raises(runner.EvalError):
+SPEC_FORMS = ("expected NAME=SPEC (SPEC: a .gguf path, ollama:MODEL, http://host:port/v1 or "
+              "rules), or just `rules`")
+
+
+@pytest.mark.parametrize("text,why", [
+    ("base", SPEC_FORMS),                 # no `=`
+    ("=x.gguf", SPEC_FORMS),              # no name
+    ("b=", SPEC_FORMS),                   # no spec
+    ("b=model.bin", "'model.bin' is not a .gguf path, ollama:MODEL, an http(s) URL or rules"),
+    ("a b=rules", "the name may use letters, digits, '-', '_' and '.'"),
+    ("a/b=rules", "the name may use letters, digits, '-', '_' and '.'"),
+])
+def test_parse_arm_refuses_unclear_specs(text, why):
+    """The error names the --arm value it refuses and says what is wrong with it."""
+    with pytest.raises(runner.EvalError) as caught:
         runner.parse_arm(text)
+    assert str(caught.value) == f"--arm {text!r}: {why}"
 
 
 def test_missing_corpus_says_how_to_build_it(tmp_path, capsys):
@@ -173,9 +187,27 @@ def test_receipt_must_exist(tmp_path):
 
 
 def test_entry_script_shows_usage():
-    done = subprocess.run([sys.executable, str(ROOT / "eval" / "run.py"), "--help"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 0 and "--arm" in done.stdout and "--into-receipt" in done.stdout
+    """`eval/run.py --help` prints the usage (exit 0) naming the options a run needs, --arm and
+    --out required, --set with its choices; without them it exits 2 saying which are missing."""
+    script = [sys.executable, str(ROOT / "eval" / "run.py")]
+    done = subprocess.run([*script, "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    # argparse wraps lines to the terminal width; the usage line is the first paragraph
+    usage, _, rest = (" ".join(part.split()) for part in done.stdout.partition("\n\n"))
+    assert usage.startswith("usage: eval/run.py [-h] --arm NAME=SPEC ")   # required
+    assert " --out OUT " in usage and "[--out OUT]" not in usage           # required
+    for option in (f"[--set {{{','.join(runner.SETS)}}}]", "[--corpus CORPUS]",
+                   "[--limit LIMIT]", f"[--task {{{','.join(TASKS)}}}]",
+                   "[--into-receipt RECEIPT.json]", "[--no-run]", "[--max-tokens MAX_TOKENS]"):
+        assert option in usage, option
+    assert ("--arm NAME=SPEC an arm (repeat): NAME=path.gguf, NAME=ollama:MODEL, "
+            "NAME=http://host:port/v1, or rules") in rest
+    missing = subprocess.run(script, capture_output=True, text=True, cwd=ROOT)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith("usage: eval/run.py ")
+    assert missing.stderr.rstrip().endswith(
+        "eval/run.py: error: the following arguments are required: --arm, --out")
 
 
 def test_max_tokens_cap_applies_to_every_attempt(tiny_corpus):

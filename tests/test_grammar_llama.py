@@ -1,7 +1,8 @@
 """The grammar inside llama.cpp itself (slow tier: needs the compiled library and the embedded
 base GGUF).
 
-1. llama.cpp's GBNF parser accepts every grammar we build (static contracts, dynamic schemas).
+1. llama.cpp's GBNF parser accepts every grammar we build (static contracts, dynamic schemas),
+   and the parsed grammar accepts a schema-valid answer's compact text and refuses near misses.
 2. llama.cpp's grammar sampler accepts gold-like training targets (`dump_answer`) token by token,
    ends only where the answer ends, and refuses a changed byte.
    (Texts llama.cpp's tokenizer cannot round-trip are fed as single-byte tokens.)
@@ -15,6 +16,7 @@ import ctypes
 import functools
 import json
 import math
+import re
 
 import jsonschema
 import pytest
@@ -95,19 +97,70 @@ def llama_accepts(llm, gbnf: str, text: str) -> bool | None:
         llama_cpp.llama_sampler_free(sampler)
 
 
-def test_llama_parses_static_and_dynamic_grammars(vocab_model):
-    import llama_cpp
+#: free text for a string without a pattern: a quote, a non-ASCII letter and a newline (the
+#: escapes and raw UTF-8 the grammar's `char` rule must let through)
+FREE_TEXT = 'Lisbon "é"\nPorto'
 
-    grammars = [schema_to_gbnf(load_schema(n))
-                for n in ("extract_wire", "consolidate_wire", "reflect_wire",
-                          "consolidate_output", "reflect_output")]
-    grammars += [schema_to_gbnf(build_schema(t, inp, budget_tokens=b))
-                 for t, items in SAMPLES.items() for inp in items for b in (None, -1, 120)]
-    for g in grammars:
-        sampler = llama_cpp.llama_sampler_init_grammar(vocab_model._model.vocab, g.encode(),
-                                                       b"root")
-        assert sampler, g[:300]
-        llama_cpp.llama_sampler_free(sampler)
+
+def _instance(schema: dict, i: int = 0):
+    """A deterministic value valid under `schema` (the `i`-th of its siblings): two items in an
+    array that may hold them (so the item separator is exercised), the `i`-th branch or enum value,
+    free text with escapes."""
+    if "anyOf" in schema:
+        return _instance(schema["anyOf"][i % len(schema["anyOf"])], i)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][i % len(schema["enum"])]
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    t = next((t for t in types if t != "null"), "null")
+    if t == "null":
+        return None
+    if t == "boolean":
+        return True
+    if t == "integer":
+        return schema.get("maximum", 12)
+    if t == "number":
+        return 0.5
+    if t == "string":
+        lo, hi = schema.get("minLength", 0), schema["maxLength"]
+        if "pattern" in schema:  # the ids and predicates: a lowercase letter, then digits
+            text = f"a{i}"
+            assert re.fullmatch(schema["pattern"], text) and lo <= len(text) <= hi, schema
+            return text
+        return (FREE_TEXT + str(i))[:hi].ljust(lo, "x")
+    if t == "array":
+        if "prefixItems" in schema:
+            return [_instance(s, i) for s in schema["prefixItems"]]
+        n = min(max(schema.get("minItems", 0), 2), schema["maxItems"])
+        return [_instance(schema["items"], j) for j in range(n)]
+    return {k: _instance(v, i) for k, v in schema["properties"].items()}
+
+
+def test_llama_parses_static_and_dynamic_grammars(vocab_model):
+    """Every grammar we build (static contracts, dynamic schemas under each budget) is parsed by
+    llama.cpp, and the parsed grammar constrains: the compact text of a schema-valid answer is
+    accepted token by token and may end there; a prefix of it, the same value with json.dumps'
+    spaced separators, an empty object and an object with an unknown first key are refused."""
+    schemas = [(n, load_schema(n))
+               for n in ("extract_wire", "consolidate_wire", "reflect_wire",
+                         "consolidate_output", "reflect_output")]
+    schemas += [(f"{t} sample {k} budget {b}", build_schema(t, inp, budget_tokens=b))
+                for t, items in SAMPLES.items() for k, inp in enumerate(items)
+                for b in (None, -1, 120)]
+    for name, schema in schemas:
+        gbnf = schema_to_gbnf(schema)
+        value = _instance(schema)
+        jsonschema.Draft202012Validator(schema).validate(value)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        assert llama_accepts(vocab_model, gbnf, text) is True, (name, text)
+        refused = {"a prefix": text[:-1],
+                   "spaced separators": json.dumps(value, ensure_ascii=False),
+                   "an empty object": "{}",
+                   "an unknown first key": text.replace('{"', '{"x', 1)}
+        for why, bad in refused.items():
+            assert bad != text
+            assert llama_accepts(vocab_model, gbnf, bad) is False, (name, why, bad)
 
 
 @pytest.mark.parametrize("task", ["extract", "consolidate", "reflect"])

@@ -6,7 +6,6 @@ recorded evaluation (no model runs here)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from memworker.inference.gate import DEFAULT_SCORE
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.schema import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
 GATE = f"{DEFAULT_SCORE}>=-0.249"
 TURNS = {"extract_form": "turns", "claim_gate": GATE}
 PROPOSING = {**TURNS, "propose": True}
@@ -108,13 +106,30 @@ def test_verify_checks_that_each_evaluation_proposed_as_the_release_ships(tmp_pa
 
 
 def test_a_receipt_without_a_worker_is_the_window_form_ungated(tmp_path):
-    """Releases made before the record: the first one (archived in receipts/v1 with its
-    Modelfile) verifies as it did."""
-    v1 = json.loads((ROOT / "receipts/v1/release-receipt.json").read_text())
-    assert "worker" not in v1 and v1["evaluation"]
-    assert check_worker(ROOT / "receipts/v1", v1) == []
-    folder, receipt = _release(tmp_path, None, {"heldout": ({"extract_form": "turns"}, {})})
-    assert "ran the student with extract form turns" in check_worker(folder, receipt)[0]
+    """Releases made before the record (no `worker` key, a Modelfile without a worker line, like
+    receipts/v1): the worker is the window form, ungated, not proposing. Evaluations that ran the
+    student so verify; one that ran it any other way is refused against that default."""
+    window = ({"seed": 0}, {})                                       # extract_form absent: window
+    explicit = ({"seed": 0, "extract_form": "window"}, {"base": GATE})   # a gate on another arm
+    folder, receipt = _release(tmp_path, None, {"heldout": window, "test": explicit})
+    assert "worker" not in receipt
+    assert mfile.worker_line(None) is None
+    assert check_worker(folder, receipt) == []
+    receipt["worker"] = None                                         # the same as no key
+    assert check_worker(folder, receipt) == []
+    del receipt["worker"]
+    where = folder / "release-receipt.json"
+    for sampler, gates, proposing, ran in (
+            ({"extract_form": "turns"}, {}, [], "extract form turns and claim gate none"),
+            ({}, {"student": GATE}, [], f"extract form window and claim gate {GATE}"),
+            ({"extract_form": "turns"}, {"student": GATE}, ["student"],
+             f"extract form turns and claim gate {GATE} and proposing")):
+        receipt["evaluation"]["natural"] = {"config": {
+            "arms": {"student": "s.gguf"}, "sampler": sampler, "claim_gates": gates,
+            "proposing": proposing}}
+        assert check_worker(folder, receipt) == [
+            f"{where}: evaluation natural ran the student with {ran}, but the release ships "
+            "extract form window and claim gate none: its figures are not the shipped worker's"]
 
 
 def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch):
