@@ -17,8 +17,8 @@ identical to "before", codec-accepted outputs; then the speed-up, the grammar ov
 (generation tok/s without / with), the grammar parse time and the prefix cache's figures.
 `--worker`: the store's worker per window instead (seconds, answer tokens, decode ratio, where
 llama.cpp's time went); `--batch-costs`: what evaluating k tokens at once costs, and with
-`--lookup` what prompt-lookup speculation would save on recorded turns (inference/README
-"Where the worker's time goes").
+`--lookup` what prompt-lookup speculation would save on recorded turns
+(docs/research/inference-speed.md "Where the worker's time goes").
 """
 
 import sys

@@ -12,10 +12,11 @@
 #   3. the levers, side by side, fresh from the base on the general train split in the turns
 #      form: $LEVERS, each "decision weight:merged-days share[:extraction form]" (default
 #      "1:0 3:0 10:0": decision weight 1, 3 and 10, E20; "3:0 3:0.5 3:1" compares training with
-#      each day's user messages merged, train/README "Longer messages"; "3:0 3:0:sentences"
-#      the turns form against one turn per sentence, train/README "Sentences"; the form
-#      defaults to turns), $STEPS steps each (default 300: 1.08 epochs at
-#      8,192 tokens per batch), lr 4e-4, a --sitting-minutes backstop;
+#      each day's user messages merged, docs/research/train-experiments.md "Longer messages";
+#      "3:0 3:0:sentences" the turns form against one turn per sentence,
+#      docs/research/train-experiments.md "Sentences"; the form defaults to turns), $STEPS steps
+#      each (default 300: 1.08 epochs at 8,192 tokens per batch), lr 4e-4, a --sitting-minutes
+#      backstop;
 #   4. every run folder (adapter, receipt, trainer state; no optimizer state) is tarred and split
 #      into 15 MiB pieces under $OUT with the logs (`cat runs.tar.part-* | tar x` joins them).
 set -uo pipefail
@@ -64,16 +65,18 @@ run() {  # name, seconds it may take at most, then flags
 run nf4 $(( $(left) - 10 )) --qlora --gradient-checkpointing --no-share-prefix --max-steps "${NF4_STEPS:-15}" \
     --val-rows 8 --eval-steps "${NF4_STEPS:-15}" --save-steps "${NF4_STEPS:-15}" --decision-weight 1 &
 # 300 steps of 8,192 tokens are 1.08 epochs of the general train split; three side by side took
-# 0.78-0.80 s per step each on one H200 (234-240 s; train/README "E20"). A 10-step probe run alone
-# measured 1.85 s/step (CUDA warm-up): do not size the levers from a short probe.
+# 0.78-0.80 s per step each on one H200 (234-240 s; docs/research/train-experiments.md "E20"). A
+# 10-step probe run alone measured 1.85 s/step (CUDA warm-up): do not size the levers from a short
+# probe.
 STEPS=${STEPS:-300}
 LEVERS=${LEVERS:-"1:0 3:0 10:0"}   # E20's; e.g. "3:0 3:0.5 3:1" for the merged-days lever
 EVAL=$(( (STEPS + 2) / 3 ))
 MINUTES=$($PY -c "print(round(($(left) - 25) / 60, 2))")
 log "levers: $STEPS steps each (eval every $EVAL), backstop $MINUTES min"
 NAMES=()
-for lever in $LEVERS; do   # decision weight:share of windows also trained merged (train/README
-    IFS=: read -r w m form <<< "$lever"   # "Longer messages"; 0: none):form (turns)
+for lever in $LEVERS; do   # decision weight:share of windows also trained merged
+    IFS=: read -r w m form <<< "$lever"   # (docs/research/train-experiments.md "Longer messages";
+    # 0: none):form (turns)
     m=${m:-0}; form=${form:-turns}
     name="dw$w"; [ "$m" = 0 ] || name="dw$w-m$m"; [ "$form" = turns ] || name="$name-$form"
     NAMES+=("$name")

@@ -1,8 +1,8 @@
 """A verified corpus folder holding chosen train rows as its train, val and test splits.
 
-For the overfit check of train/README.md ("Decisions, not tokens"): train a fresh adapter on a
-handful of train rows until it has memorised them, then run it through the codec on the same rows
-(`eval/run.py --set val`). A pipeline that cannot reproduce rows it memorised has a fault that no
+For the overfit check of docs/research/train-diagnosis.md ("Decisions, not tokens"): train a fresh
+adapter on a handful of train rows until it has memorised them, then run it through the codec on the
+same rows (`eval/run.py --set val`). A pipeline that cannot reproduce rows it memorised has a fault that no
 amount of data fixes. Never point this at evaluation rows: it copies train-split rows only.
 
     python scripts/subset_corpus.py --corpus data/corpus --out /tmp/ov/corpus \
