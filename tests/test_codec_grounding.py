@@ -121,13 +121,13 @@ def test_the_audit_reports_the_same_finding_on_a_gold_answer():
     assert "untrusted_content" in {v.code for v in audit_row(row)}
 
 
-@pytest.mark.parametrize("domain", ["general", "coding", "natural"])
+@pytest.mark.parametrize("domain", ["general", "coding", "natural", "natural-dev"])
 def test_no_gold_claim_is_dropped_by_the_rule(domain):
     """Rows as generated, before the audit gate (which would exclude a tripped row and make this
     pass trivially); the coding domain carries most of the tool output, the natural set the
     hand-written conversations (tool output, forwarded mail, hidden instructions)."""
-    if domain == "natural":
-        rows, _ = load_natural(Path(__file__).resolve().parents[1] / "corpus" / "natural")
+    if domain.startswith("natural"):
+        rows, _ = load_natural(Path(__file__).resolve().parents[1] / "corpus" / domain)
     else:
         rows, _ = generate_rows(domain, seed=5, episodes=400)
     extracts = [r for r in rows if r["task"] == "extract"]
@@ -140,7 +140,9 @@ def test_no_gold_claim_is_dropped_by_the_rule(domain):
         claims += len(found)
         dropped += [(row["id"], str(f)) for fs in found for f in fs
                     if f.code == "untrusted_content"]
-    assert untrusted >= 20 and claims >= 200, (untrusted, claims)
+    # the hand-written sets' gold answers hold their in-vocabulary claims (natural 190)
+    assert untrusted >= 20 and claims >= (150 if domain.startswith("natural") else 200), (
+        untrusted, claims)
     assert dropped == [], dropped[:3]
 
 
