@@ -141,7 +141,8 @@ def test_no_gold_claim_is_dropped_by_the_rule(domain):
         dropped += [(row["id"], str(f)) for fs in found for f in fs
                     if f.code == "untrusted_content"]
     # the hand-written sets' gold answers hold their in-vocabulary claims (natural 190)
-    assert untrusted >= 20 and claims >= (150 if domain.startswith("natural") else 200), (
+    assert untrusted >= (10 if domain == "natural-dev" else 20) and claims >= (
+        150 if domain.startswith("natural") else 200), (
         untrusted, claims)
     assert dropped == [], dropped[:3]
 
