@@ -26,8 +26,9 @@ def sets():
 
 
 def _texts(rows):
+    """Event texts of three words or more (a bare "👍" or "ok" may be anyone's)."""
     return {e["text"].strip() for r in rows if r["task"] == "extract"
-            for e in r["input"]["events"]}
+            for e in r["input"]["events"] if len(e["text"].split()) >= 3}
 
 
 def _windows(rows):
