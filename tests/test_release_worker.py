@@ -10,10 +10,10 @@ import json
 import pytest
 
 from memworker.export import modelfile as mfile
-from memworker.export.release import ExportError, worker_config
+from memworker.export.release import ExportError, export_release
 from memworker.export.verify import check_worker
 from memworker.inference.gate import DEFAULT_SCORE
-from memworker.inference.hmem import MemWorkerBackend
+from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
 from memworker.inference.schema import InputError
 
 GATE = f"{DEFAULT_SCORE}>=-0.249"
@@ -28,11 +28,14 @@ def test_worker_config_is_checked_and_normalised():
     for form, gate, why in (("lines", None, "extract form"),
                             ("walk", "-1", "window, turns and sentences"),
                             ("turns", "max(x)>=1", "unknown claim score")):
-        with pytest.raises(ExportError, match=why):
+        with pytest.raises(WorkerError, match=why):
             worker_config(form, gate)
+        # the export refuses it before reading anything, in its own error type
+        with pytest.raises(ExportError, match=why):
+            export_release("no-such-run", "no-such-release", extract_form=form, claim_gate=gate)
     # proposing needs a turns form and a gate to keep or drop what each turn proposes
     for form, gate in (("window", "-1"), ("turns", None)):
-        with pytest.raises(ExportError, match="propose needs extract form turns or sentences"):
+        with pytest.raises(WorkerError, match="propose needs extract form turns or sentences"):
             worker_config(form, gate, propose=True)
 
 
