@@ -166,10 +166,13 @@ def test_the_worker_proposes_in_every_turn_only_with_a_turns_form_and_a_gate():
     from tests.test_codec import EP
 
     for kw in ({"extract_form": "window", "claim_gate": GATE}, {"extract_form": "turns"}):
-        with pytest.raises(InputError, match="propose makes every turn write a claim"):
+        with pytest.raises(InputError, match="propose needs extract form turns or sentences"):
             MemWorkerBackend(ReplayBackend([]), propose=True, **kw)
-    with pytest.raises(InputError, match="extract_form 'lines'"):
+    # the store's worker is checked by the export's own check (`worker_config`)
+    with pytest.raises(InputError, match="extract form 'lines'"):
         MemWorkerBackend(ReplayBackend([]), extract_form="lines")
+    with pytest.raises(InputError, match="window, turns and sentences"):
+        MemWorkerBackend(ReplayBackend([]), extract_form="walk", claim_gate=GATE)
     calls = {}
     for propose in (False, True):
         backend = ReplayBackend(['{"claims":[]}'] * 2)

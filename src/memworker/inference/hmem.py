@@ -35,9 +35,9 @@ ask their backend for them, and a backend that returns none raises `GateError` (
 `BackendError`). The threshold is the model's own (its release receipt). With `propose=True`
 as well (the turns forms only), every turn answers at least one claim and the gate alone decides
 which are kept (`codec.run_turns(propose=True)`); `from_release` applies it when the receipt's
-`worker` says so. `worker_config(extract_form, claim_gate, propose)` checks such a configuration
-(`WorkerError`, an `InputError`, when it cannot run) and gives its normal form, the release
-receipt's `worker` (the export writes it, `export/verify.py` checks it).
+`worker` says so. `worker_config(extract_form, claim_gate, propose)` is the one check of such a
+configuration (`WorkerError`, an `InputError`, when it cannot run) and its normal form, the
+release receipt's `worker`: the constructor and the export (`export/run.py`) both use it.
 
 `reflect` returns {"text", "citations", "insufficient_evidence", "source_ids"}. The full codec
 result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
@@ -130,12 +130,8 @@ class MemWorkerBackend:
                  use_grammar: bool = True, budget_tokens: int | None = -1,
                  max_tokens: int | None = None, extract_form: str = "window",
                  claim_gate: ClaimGate | str | None = None, propose: bool = False):
-        if extract_form not in FORMS:
-            raise InputError(f"extract_form {extract_form!r}: one of {', '.join(FORMS)}")
-        if propose and (extract_form not in TURN_FORMS or claim_gate is None):
-            raise InputError("propose makes every turn write a claim for the claim gate to keep "
-                             f"or drop: it needs extract_form {' or '.join(TURN_FORMS)} and a "
-                             f"claim_gate (got {extract_form!r}, {claim_gate!r})")
+        worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
+                      else claim_gate, propose)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
