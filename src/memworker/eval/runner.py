@@ -12,7 +12,6 @@ server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.eval.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
@@ -21,21 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from memworker import turns as tforms
+
+# the evaluation sets and the samples file live below the stages (the worker benchmark and the
+# export read them too); their names stay importable from here
+from memworker.corpus.sets import DEFAULT_NATURAL, HAND_WRITTEN, SETS, load_eval_rows  # noqa: F401
 from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
 from memworker.prompts import to_chatml
+from memworker.samples import SAMPLES, EvalError, read_samples, repair_samples  # noqa: F401
 
-SAMPLES = "samples.jsonl"
-SETS = ("heldout", "test", "val", "natural", "natural-dev")
-DEFAULT_NATURAL = "data/natural"
-#: the hand-written sets (each frozen like a corpus, its rows the `test` split) and where each
-#: is frozen by default (`python corpus/build.py --natural corpus/<set> --out data/<set>`)
-HAND_WRITTEN = {"natural": DEFAULT_NATURAL, "natural-dev": "data/natural-dev"}
 MAX_BACKEND_FAILURES = 3
-
-
-class EvalError(ValueError):
-    """An evaluation cannot start or continue; the message says what to do."""
 
 
 class ConfigMismatch(EvalError):
@@ -231,27 +225,6 @@ def close_backend(backend: Any) -> None:
         llm.close()
 
 
-def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
-    """Canonical rows of an evaluation set: `heldout` (the corpus's frozen 64), `test`, `val`,
-    or a hand-written set, `natural` or `natural-dev` (its test split, frozen like a corpus)."""
-    from memworker.corpus import CorpusIntegrityError, load_rows
-
-    if set_name not in SETS:
-        raise EvalError(f"unknown set {set_name!r}; expected one of {SETS}")
-    root = Path(corpus)
-    if not (root / "manifest.json").is_file():
-        hint = ("build it with `python corpus/build.py --out data/corpus --seed 13`"
-                if set_name not in HAND_WRITTEN else
-                f"freeze it with `python corpus/build.py --natural corpus/{set_name} --out "
-                f"{root}`")
-        raise EvalError(f"no corpus at {root} (no manifest.json): {hint}")
-    split = "test" if set_name in HAND_WRITTEN else {"heldout": "heldout"}.get(set_name, set_name)
-    try:
-        return load_rows(root, split, form="canonical")
-    except CorpusIntegrityError as exc:
-        raise EvalError(str(exc)) from None
-
-
 def prompt_sha256(messages: list[dict[str, str]]) -> str:
     return sha256_bytes(to_chatml(messages).encode("utf-8"))
 
@@ -358,32 +331,14 @@ def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
                  raw_outputs=[a["raw"] for a in sample.get("turns") or sample["attempts"]])
 
 
-def read_samples(path: Path) -> list[dict[str, Any]]:
-    """Samples in `path`; a last line cut off by an interruption is dropped (and the file
-    rewritten without it) so that the row runs again."""
-    if not path.is_file():
-        return []
-    good, lines, cut = [], path.read_bytes().splitlines(keepends=True), False
-    for n, line in enumerate(lines):
-        try:
-            good.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n != len(lines) - 1:
-                raise EvalError(f"{path}: line {n + 1} is not JSON; the file is damaged "
-                                "(remove it to start over)") from None
-            cut = True
-    if cut or (lines and not lines[-1].endswith(b"\n")):
-        path.write_bytes(b"".join(canonical_json(s) + b"\n" for s in good))
-    return good
-
-
 def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sampler, *,
             progress: bool = True, backend: Any = None,
             grader: Grader | None = None, record_logprobs: bool = False) -> dict[str, Any]:
     """Run `arm` over the rows it has no sample for yet; append samples (graded by `grader`,
     default `grade_sample`). Returns this invocation's speed record for the arm."""
     path = out_dir / SAMPLES
-    done = {s["id"] for s in read_samples(path) if s["arm"] == arm.name}
+    # the evaluator resumes here: a line an interruption cut off goes before rows are appended
+    done = {s["id"] for s in repair_samples(path) if s["arm"] == arm.name}
     todo = [r for r in rows if r["id"] not in done]
     record = {"arm": arm.name, "rows_run": 0, "rows_skipped": len(rows) - len(todo),
               "wall_seconds": 0.0}

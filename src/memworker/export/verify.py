@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.runner import EvalError, load_eval_rows, read_samples
+from memworker.corpus.sets import load_eval_rows
 from memworker.export import gate
 from memworker.export import modelfile as mfile
 from memworker.hashing import HashMismatch, sha256_file, verify_sha256sums
@@ -47,6 +47,7 @@ from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_confi
 from memworker.inference.samples import EXTRACT
 from memworker.prompts import system_prompt
 from memworker.receipts import RELEASE_RECEIPT, SUMS
+from memworker.samples import EvalError, read_samples
 
 EXTRA_CHECKS: list[Callable[[Path, dict[str, Any]], list[str]]] = []
 
