@@ -13,8 +13,8 @@ import pytest
 from memworker.contracts import TASKS
 from memworker.eval import runner
 from memworker.eval.cli import main, planned_config
-from memworker.eval.rules import RulesBackend
 from memworker.eval.summary import merge_into_receipt
+from memworker.inference.rules import RulesBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 

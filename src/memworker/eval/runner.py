@@ -7,7 +7,7 @@ rows already in `samples.jsonl` for an arm are skipped.
 
 Arm specs (`--arm NAME=SPEC`): `NAME=path/to/model.gguf` (llama.cpp in process),
 `NAME=ollama:MODEL` (an Ollama server), `NAME=http://host:port/v1` (an OpenAI-compatible
-server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.eval.rules`).
+server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.inference.rules`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,10 @@ from memworker import turns as tforms
 from memworker.corpus.sets import DEFAULT_NATURAL, HAND_WRITTEN, SETS, load_eval_rows  # noqa: F401
 from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
+from memworker.inference import backends, codec
+from memworker.inference.backends import BackendError
+from memworker.inference.gate import ClaimGate
+from memworker.inference.rules import RulesBackend
 from memworker.prompts import to_chatml
 from memworker.samples import SAMPLES, EvalError, read_samples, repair_samples  # noqa: F401
 
@@ -124,10 +128,6 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
     a bare `SPEC` (`ClaimGate.parse`: `SCORE>=T` or `T`) every model arm; EvalError for an
     unknown or rules arm, a bad spec, two gates for one arm, or a gate in the walk form (the
     gate reads window, turns and sentences answers only)."""
-    from dataclasses import replace
-
-    from memworker.inference.gate import ClaimGate
-
     gates: dict[str, str] = {}
     for text in specs or []:
         m = re.match(r"^([A-Za-z0-9_.-]+)=(?!=)(.*)$", text)
@@ -173,10 +173,6 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
     """`arms` with `propose` set from `--propose` values: an arm's name, or `EVERY_ARM` (the
     option without a value) for every model arm; EvalError for an unknown or rules arm (the
     rules answer in the window form) and outside the turns forms."""
-    from dataclasses import replace
-
-    from memworker.turns import TURN_FORMS
-
     chosen: set[str] = set()
     for name in names or []:
         if name == EVERY_ARM:
@@ -189,7 +185,7 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
             raise EvalError(f"--propose {name}: the rules arm answers in the window form and "
                             "proposes nothing")
         chosen.add(name)
-    if names and extract_form not in TURN_FORMS:
+    if names and extract_form not in tforms.TURN_FORMS:
         raise EvalError("--propose applies to --extract-form turns or sentences only")
     return [replace(a, propose=a.name in chosen) for a in arms]
 
@@ -199,11 +195,7 @@ def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -
     log-probabilities (kept in each attempt of the samples; the answers do not change). A
     gated arm asks for them always."""
     record_logprobs = record_logprobs or arm.claim_gate is not None
-    from memworker.inference import backends
-
     if arm.kind == "rules":
-        from memworker.eval.rules import RulesBackend
-
         return RulesBackend()
     if arm.kind == "gguf":
         if not Path(arm.target).is_file():
@@ -244,9 +236,6 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     the scores, and the dropped claims are in its diagnostics; a backend that returns no
     log-probabilities raises `GateError`, a backend error). `propose` (turns forms): every turn
     answers at least one claim (`codec.run_turns(propose=True)`)."""
-    from memworker.inference import codec
-    from memworker.inference.gate import ClaimGate
-
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
@@ -344,8 +333,6 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
               "wall_seconds": 0.0}
     if not todo:
         return record
-    from memworker.inference.backends import BackendError
-
     own = backend is None
     backend = make_backend(arm, sampler, record_logprobs=record_logprobs) if own else backend
     bar = _bar(len(todo), arm.name, progress)

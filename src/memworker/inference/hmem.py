@@ -43,7 +43,7 @@ release receipt's `worker`: the constructor and the export (`export/run.py`) bot
 result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
 
 `MemWorkerBackend(RulesBackend())` gives the deterministic rules baseline
-(`memworker.eval.rules`) behind the same interface: a backend with a `bind(task, inputs)`
+(`memworker.inference.rules`) behind the same interface: a backend with a `bind(task, inputs)`
 method is bound to each request before the codec runs it (the rules read the structured inputs,
 not the rendered prompt); everything else (codec, retry, candidate mapping) is the same.
 """
@@ -195,7 +195,7 @@ class MemWorkerBackend:
     def _run(self, task: str, inputs: dict[str, Any]) -> codec.CodecResult:
         self.last = None
         # a backend that reads the structured request (the rules baseline,
-        # memworker.eval.rules.RulesBackend) is bound to it first, as the evaluator does
+        # memworker.inference.rules.RulesBackend) is bound to it first, as the evaluator does
         backend = self.backend.bind(task, inputs) if hasattr(self.backend, "bind") \
             else self.backend
         if task == "extract" and self.extract_form != "window":
