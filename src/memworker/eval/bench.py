@@ -30,6 +30,7 @@ prefix cache copies, for the longest stored prefix.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -120,8 +121,6 @@ def state_copy_ms(llm, tokens: list[int]) -> dict[str, float]:
     """Copying the context after evaluating `tokens`: llama-cpp-python's `save_state` /
     `load_state` (llama state + the logits array it keeps) vs the KV-only sequence state that
     `PrefixCache` uses. Milliseconds and MiB."""
-    import ctypes
-
     import llama_cpp
 
     llm.reset()

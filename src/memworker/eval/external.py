@@ -43,6 +43,7 @@ right (abstention rows: flag true, no citations); `reflect_correct`: all of them
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import re
@@ -643,8 +644,6 @@ def report_markdown(summary: dict[str, Any]) -> str:
 # --- command line -------------------------------------------------------------------------------
 
 def build_parser() -> Any:
-    import argparse
-
     p = argparse.ArgumentParser(
         prog="eval/external.py",
         description="External diagnostic on a LoCoMo-format file (evaluation only, never "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from memworker.corpus.audit import audit_row
@@ -65,8 +66,6 @@ def restyled_rows(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict, dict]], 
 def gold_per_message(rows: list[dict[str, Any]]) -> dict[str, int]:
     """The rows' gold claims by the user message a turn would ask for them (the latest event a
     claim quotes, as `memworker.turns` assigns them): messages holding one and two or more."""
-    from collections import Counter
-
     out = {"claims": 0, "messages": 0, "with_one": 0, "with_more": 0}
     for row in rows:
         per = Counter(max(c["source_indices"]) for c in row["gold"].get("claims", []))
