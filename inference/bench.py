@@ -23,7 +23,7 @@ llama.cpp's time went); `--batch-costs`: what evaluating k tokens at once costs,
 
 import sys
 
-from memworker.inference.bench import main
+from memworker.eval.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memworker.inference.bench import Stats, mixed_plan, percentile, report
+from memworker.eval.bench import Stats, mixed_plan, percentile, report
 
 
 def test_mixed_plan_alternates_tasks_and_cycles_samples():
@@ -42,7 +42,7 @@ def test_the_worker_bench_counts_every_generation_and_the_gate():
     """`--worker`: each window through the store's worker (here the turns form with a gate over
     scripted answers and log-probabilities): answer tokens of every turn, claims kept and gated
     away, and the ratio of wall time to the decode floor."""
-    from memworker.inference.bench import worker_bench, worker_report
+    from memworker.eval.bench import worker_bench, worker_report
     from memworker.inference.gate import ClaimGate
     from memworker.inference.hmem import MemWorkerBackend
     from tests.test_claim_gate import MESSAGES, NURSE, PORTO, WHEN, TokenReplay
@@ -71,7 +71,7 @@ def test_lookup_steps_copy_what_the_context_holds_and_fall_back_to_one_token():
     """Prompt-lookup replay: a draft is the continuation of the latest earlier occurrence of the
     last two tokens; a step yields the draft's matching prefix plus the model's own token, and a
     step with no occurrence is one token in a batch of one."""
-    from memworker.inference.bench import lookup_steps
+    from memworker.eval.bench import lookup_steps
 
     prompt = [1, 2, 3, 4, 5, 9]
     # the answer copies 3 4 5 after "1 2", then leaves the copy (7), then has no match (8)
@@ -89,7 +89,7 @@ def test_lookup_steps_copy_what_the_context_holds_and_fall_back_to_one_token():
 
 
 def test_cost_of_reads_measured_batches_and_interpolates():
-    from memworker.inference.bench import cost_of
+    from memworker.eval.bench import cost_of
 
     costs = {1: 16.0, 2: 34.0, 4: 46.0, 8: 58.0}
     assert cost_of(costs, 4) == 46.0

@@ -107,8 +107,7 @@ def test_a_backend_without_log_probabilities_cannot_be_gated():
     with pytest.raises(GateError, match="log-probability") as info:
         worker.extract(MESSAGES, observed_at=WHEN)
     assert isinstance(info.value, BackendError)
-    walk = MemWorkerBackend(TokenReplay([]), extract_form="walk", claim_gate=ClaimGate(-1.0))
-    inputs, _ = walk.episode(MESSAGES, observed_at=WHEN)
+    inputs, _ = MemWorkerBackend(None).episode(MESSAGES, observed_at=WHEN)
     result = codec.decode("extract", inputs, WINDOW, finish_reason="stop")
     with pytest.raises(GateError, match="window, turns and sentences forms"):
         ClaimGate(-1.0).apply(result, inputs, "walk")

@@ -13,7 +13,8 @@ import pytest
 from memworker import wire
 from memworker.eval import runner
 from memworker.eval.cli import main as eval_main
-from memworker.eval.hybrid import compose, merge_extract
+from memworker.eval.hybrid import compose
+from memworker.eval.rowtools import merge_extract
 from memworker.hashing import canonical_json
 from memworker.inference import codec
 
@@ -120,7 +121,7 @@ def test_derived_reads_the_choices_from_the_models_own_text(tiny_corpus, tmp_pat
     (here: the gold with its citations and supports replaced) gets them right once they are
     read from its text; as it is, it does not. On a wire v4 sample (text only) it is the model's
     answer as the codec already read it."""
-    from memworker.eval.hybrid import text_only
+    from memworker.eval.rowtools import text_only
 
     out = tmp_path / "ev"
     assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),

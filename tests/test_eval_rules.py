@@ -8,8 +8,13 @@ import sys
 
 import pytest
 
-from memworker.eval.rules import RulesBackend, consolidate_answer, extract_answer, reflect_answer
 from memworker.inference import codec
+from memworker.inference.rules import (
+    RulesBackend,
+    consolidate_answer,
+    extract_answer,
+    reflect_answer,
+)
 from tests.helpers import episode
 
 
@@ -97,7 +102,7 @@ def test_rules_backend_is_deterministic_and_answers_json():
 
 
 def test_rules_do_not_import_the_corpus_generator():
-    code = ("import sys, memworker.eval.rules; "
+    code = ("import sys, memworker.inference.rules; "
             "bad = [m for m in ('memworker.corpus.behaviours', 'memworker.corpus.domains', "
             "'memworker.corpus.episode', 'memworker.corpus.coding') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")

@@ -13,8 +13,8 @@ import pytest
 from memworker.contracts import TASKS
 from memworker.eval import runner
 from memworker.eval.cli import main, planned_config
-from memworker.eval.rules import RulesBackend
 from memworker.eval.summary import merge_into_receipt
+from memworker.inference.rules import RulesBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,6 +139,27 @@ def test_run_interrupt_resume_summary_and_receipt(tiny_corpus, tmp_path):
     partial = json.loads((out / "summary.json").read_text())
     assert partial["schema"]["never"]["rows"] == 0 and partial["comparisons"][0]["rows"] == 0
     assert f"`never` 0/{len(rows)}" in (out / "report.md").read_text()
+
+
+def test_reading_samples_never_writes_and_the_evaluator_repairs_a_cut_line(tmp_path):
+    """`read_samples` leaves a last line cut off by an interruption out and the file as it is;
+    `repair_samples` (where `run_arm` resumes appending) rewrites it without that line."""
+    path = tmp_path / runner.SAMPLES
+    whole = b'{"arm":"a","id":"r1"}\n'
+    path.write_bytes(whole + b'{"arm":"a","id":"')
+    assert runner.read_samples(path) == [{"arm": "a", "id": "r1"}]
+    assert path.read_bytes() == whole + b'{"arm":"a","id":"'
+    assert runner.repair_samples(path) == [{"arm": "a", "id": "r1"}]
+    assert path.read_bytes() == whole
+    path.write_bytes(whole[:-1])  # an unterminated last line is ended
+    assert runner.read_samples(path) == [{"arm": "a", "id": "r1"}] and path.read_bytes() == whole[:-1]
+    runner.repair_samples(path)
+    assert path.read_bytes() == whole
+    path.write_bytes(b"{cut\n" + whole)  # a line before the last is damage, not an interruption
+    for read in (runner.read_samples, runner.repair_samples):
+        with pytest.raises(runner.EvalError, match="line 1 is not JSON"):
+            read(path)
+    assert runner.read_samples(tmp_path / "none.jsonl") == []
 
 
 def test_samples_join_only_the_configuration_and_models_they_were_made_with(tiny_corpus,

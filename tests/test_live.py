@@ -22,7 +22,6 @@ from memworker.eval.live.scenarios import (
     load_scenarios,
 )
 from memworker.eval.live.store import LiveStore
-from memworker.eval.rules import RulesBackend
 from memworker.inference.backends import BackendError, Generation, ReplayBackend
 from memworker.inference.codec import (
     OutputParseError,
@@ -30,6 +29,7 @@ from memworker.inference.codec import (
     OutputValidationError,
 )
 from memworker.inference.hmem import MemWorkerBackend
+from memworker.inference.rules import RulesBackend
 from memworker.wire import dump_answer
 from tests.test_wire import wire_claim
 

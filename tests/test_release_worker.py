@@ -10,10 +10,10 @@ import json
 import pytest
 
 from memworker.export import modelfile as mfile
-from memworker.export.release import ExportError, worker_config
+from memworker.export.release import ExportError, export_release
 from memworker.export.verify import check_worker
 from memworker.inference.gate import DEFAULT_SCORE
-from memworker.inference.hmem import MemWorkerBackend
+from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
 from memworker.inference.schema import InputError
 
 GATE = f"{DEFAULT_SCORE}>=-0.249"
@@ -28,11 +28,14 @@ def test_worker_config_is_checked_and_normalised():
     for form, gate, why in (("lines", None, "extract form"),
                             ("walk", "-1", "window, turns and sentences"),
                             ("turns", "max(x)>=1", "unknown claim score")):
-        with pytest.raises(ExportError, match=why):
+        with pytest.raises(WorkerError, match=why):
             worker_config(form, gate)
+        # the export refuses it before reading anything, in its own error type
+        with pytest.raises(ExportError, match=why):
+            export_release("no-such-run", "no-such-release", extract_form=form, claim_gate=gate)
     # proposing needs a turns form and a gate to keep or drop what each turn proposes
     for form, gate in (("window", "-1"), ("turns", None)):
-        with pytest.raises(ExportError, match="propose needs extract form turns or sentences"):
+        with pytest.raises(WorkerError, match="propose needs extract form turns or sentences"):
             worker_config(form, gate, propose=True)
 
 
@@ -163,10 +166,13 @@ def test_the_worker_proposes_in_every_turn_only_with_a_turns_form_and_a_gate():
     from tests.test_codec import EP
 
     for kw in ({"extract_form": "window", "claim_gate": GATE}, {"extract_form": "turns"}):
-        with pytest.raises(InputError, match="propose makes every turn write a claim"):
+        with pytest.raises(InputError, match="propose needs extract form turns or sentences"):
             MemWorkerBackend(ReplayBackend([]), propose=True, **kw)
-    with pytest.raises(InputError, match="extract_form 'lines'"):
+    # the store's worker is checked by the export's own check (`worker_config`)
+    with pytest.raises(InputError, match="extract form 'lines'"):
         MemWorkerBackend(ReplayBackend([]), extract_form="lines")
+    with pytest.raises(InputError, match="window, turns and sentences"):
+        MemWorkerBackend(ReplayBackend([]), extract_form="walk", claim_gate=GATE)
     calls = {}
     for propose in (False, True):
         backend = ReplayBackend(['{"claims":[]}'] * 2)

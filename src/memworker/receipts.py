@@ -26,6 +26,8 @@ from memworker.hashing import sha256_file, write_json
 RECEIPT = "receipt.json"
 ADAPTER_DIR = "adapter"
 RELEASE_RECEIPT = "release-receipt.json"
+#: a release folder's checksums of every file (`sha256sum -c` accepts it)
+SUMS = "SHA256SUMS"
 RELEASE_KIND = "memworker-release"
 
 LIBRARIES = ("memworker", "torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes",

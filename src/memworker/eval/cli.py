@@ -6,16 +6,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from memworker.contracts import TASKS
 from memworker.eval import runner
+from memworker.eval import summary as S
+from memworker.eval.judge import run_judge
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
-from memworker.hashing import write_json
+from memworker.eval.summary import SignRelease
+from memworker.hashing import sha256_file, write_json
+from memworker.prompts import template_hashes
+from memworker.receipts import environment
 from memworker.turns import FORMS, TURN_FORMS
-
-if TYPE_CHECKING:
-    from memworker.eval.summary import SignRelease
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,15 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _gguf_hashes(arms: list[Arm]) -> dict[str, Any]:
-    from memworker.hashing import sha256_file
-
     return {a.name: {"path": a.target, "sha256": sha256_file(a.target)}
             for a in arms if a.kind == "gguf" and Path(a.target).is_file()}
 
 
 def _corpus_identity(corpus: Path) -> dict[str, Any]:
-    from memworker.hashing import sha256_file
-
     manifest = json.loads((corpus / "manifest.json").read_text("utf-8"))
     return {"path": str(corpus), "manifest_sha256": sha256_file(corpus / "manifest.json"),
             "generator_version": manifest.get("generator_version"),
@@ -194,9 +192,6 @@ class Plan(NamedTuple):
 
 
 def _plan(args: argparse.Namespace) -> Plan:
-    from memworker.prompts import template_hashes
-    from memworker.receipts import environment
-
     arms = [runner.parse_arm(a) for a in args.arm]
     names = [a.name for a in arms]
     if len(set(names)) != len(names):
@@ -230,8 +225,6 @@ def _plan(args: argparse.Namespace) -> Plan:
 
 
 def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
-    from memworker.eval import summary as S
-
     arms, rows, out, sampler, config = _plan(args)
     names = [a.name for a in arms]
     out.mkdir(parents=True, exist_ok=True)
@@ -255,8 +248,6 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
     samples = runner.read_samples(out / runner.SAMPLES)
     judge = None
     if args.judge_url:
-        from memworker.eval.judge import run_judge
-
         judge = run_judge(args.judge_url, args.judge_model, rows, samples, out, seed=args.seed)
     summary = S.summarise(rows, samples, names, config=config, speed=speed,
                           resamples=args.resamples, seed=args.seed, judge=judge)

@@ -33,54 +33,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memworker.eval.rowtools import compose_row, kept_claim_stats, surest
 from memworker.eval.runner import EvalError, grade_sample, load_eval_rows, read_samples
-from memworker.inference.gate import (
-    SCORES,
-    Fields,
-    GateError,
-    claim_spans,
-    field_stats,
-    parts_fields,
-    turn_parts,
-)
+from memworker.inference.gate import SCORES, Fields, claim_spans, field_stats
 
 __all__ = ["SCORES", "Fields", "claim_spans", "field_stats", "kept_claim_stats", "surest", "half",
            "auc", "Rows", "report", "main"]
 
 QUANTILES = (0.5, 0.7, 0.8, 0.9, 0.95)
-
-
-def kept_claim_stats(sample: dict[str, Any], inputs: dict[str, Any] | None = None
-                     ) -> list[Fields] | None:
-    """Field statistics of each claim in `sample["output"]` (the codec's kept claims, in order),
-    or None when the sample has none to score (failed, or no log-probabilities recorded). The
-    claim scoring is the release's claim gate's (`memworker.inference.gate`).
-
-    A sample in the turns form (`eval/run.py --extract-form turns`) is scored from each turn's
-    accepted generation (its own tokens): the claims each turn kept, joined in turn order, less
-    those the merge dropped (a repeat across turns) and those beyond the contract's limit. Its
-    turns' event indices come from `inputs` (the row's input). A sample the gate already ran on
-    (`eval/run.py --claim-gate`) gives the statistics of the claims the gate kept."""
-    if sample.get("output") is None:
-        return None
-    gone = set((sample.get("gate") or {}).get("dropped", []))
-    n_out = len(sample["output"]["claims"]) + len(gone)
-    try:
-        if sample.get("turns") is not None:
-            if inputs is None:
-                raise EvalError(f"{sample['id']}: a turns-form sample needs its row's input")
-            from memworker.turns import asked
-
-            parts = turn_parts(sample["turns"],
-                               asked(inputs["events"], sample.get("extract_form") or "turns"),
-                               sample["id"])
-        else:
-            attempt = sample["attempts"][-1]
-            parts = [(attempt["raw"], attempt.get("token_logprobs"), "")]
-        fields = parts_fields(parts, sample["diagnostics"], n_out, sample["id"])
-    except GateError as exc:
-        raise EvalError(str(exc)) from None
-    return None if fields is None else [f for n, f in enumerate(fields) if n not in gone]
 
 
 def half(episode: str) -> str:
@@ -93,21 +53,6 @@ def auc(positive: list[float], negative: list[float]) -> float:
         return float("nan")
     wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
     return wins / (len(positive) * len(negative))
-
-
-def _filtered(sample: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
-    return {**sample,
-            "output": {**sample["output"], "claims": [c for c, k in zip(
-                sample["output"]["claims"], keep, strict=True) if k]},
-            "wire": {**sample["wire"], "claims": [c for c, k in zip(
-                sample["wire"]["claims"], keep, strict=True) if k]}}
-
-
-def surest(sample: dict[str, Any], stats: list[Fields], score: str,
-           threshold: float) -> dict[str, Any]:
-    """`sample` without its claims whose `score` (from `stats`, `kept_claim_stats`'s) is below
-    `threshold`."""
-    return _filtered(sample, [SCORES[score](f) >= threshold for f in stats])
 
 
 def _counts(verdicts: dict[str, Any]) -> list[int]:
@@ -159,8 +104,6 @@ class Rows:
         """[supported, claims, covered, required] of `arm` ("model", "rules", or "union": the
         rules' claims plus the model's kept ones) with the model's claims scoring below
         `threshold` dropped."""
-        from memworker.eval.hybrid import compose_row
-
         total = [0, 0, 0, 0]
         for row, model, rules, stats in self.part(part):
             if arm == "rules":

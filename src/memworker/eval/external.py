@@ -43,19 +43,28 @@ right (abstention rows: flag true, no citations); `reflect_correct`: all of them
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import re
+import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memworker.eval import stats
+from memworker.eval import runner, stats
+from memworker.eval import summary as S
+from memworker.eval.cli import _gguf_hashes
 from memworker.eval.grade import answer_match
-from memworker.hashing import sha256_file
+from memworker.eval.runner import EvalError, Sampler
+from memworker.eval.summary import metric_tables
+from memworker.hashing import sha256_file, write_json
+from memworker.prompts import template_hashes
+from memworker.receipts import environment
 from memworker.textnorm import norm, stem
+from memworker.turns import FORMS
 
 DISCLAIMER = ("A diagnostic, not LoCoMo QA accuracy: windows of a few turns scored against the "
               "file's generated session observations, and QA rows answered from their own "
@@ -551,8 +560,6 @@ def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: l
     """The evaluator's own summary (`memworker.eval.summary.summarise`: intervals over
     conversations, paired comparisons, McNemar) with this diagnostic's grader, plus reflection
     correctness per LoCoMo question category and the disclaimer."""
-    from memworker.eval import summary as S
-
     summary = S.summarise(rows, samples, arms, config=config, resamples=resamples, seed=seed,
                           grader=grade_sample, primary=EXTERNAL_PRIMARY)
     by_id = {r["id"]: r for r in rows}
@@ -582,8 +589,6 @@ def license_line(license_: str | None) -> str:
 
 
 def report_markdown(summary: dict[str, Any]) -> str:
-    from memworker.eval.summary import metric_tables
-
     cfg = summary["config"]
     arms = summary["arms"]
     f = cfg["file"]
@@ -639,8 +644,6 @@ def report_markdown(summary: dict[str, Any]) -> str:
 # --- command line -------------------------------------------------------------------------------
 
 def build_parser() -> Any:
-    import argparse
-
     p = argparse.ArgumentParser(
         prog="eval/external.py",
         description="External diagnostic on a LoCoMo-format file (evaluation only, never "
@@ -669,9 +672,6 @@ def build_parser() -> Any:
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     # the worker as the store runs it (issue 46): as in eval/run.py, or from a release receipt
-    from memworker.eval import runner
-    from memworker.turns import FORMS
-
     p.add_argument("--extract-form", choices=FORMS, default=None,
                    help="the form model arms extract in, as in eval/run.py (default: window, or "
                         "the --release worker's)")
@@ -688,9 +688,6 @@ def build_parser() -> Any:
 def release_worker(release: str | Path, arms: list[Any]) -> tuple[str, list[str], list[str]]:
     """(extract form, --claim-gate values, --propose values) that run the arm holding the
     release's student GGUF as `MemWorkerBackend.from_release` runs it."""
-    from memworker.eval.runner import EvalError
-    from memworker.hashing import sha256_file
-
     folder = Path(release)
     try:
         receipt = json.loads((folder / "release-receipt.json").read_text("utf-8"))
@@ -710,10 +707,6 @@ def release_worker(release: str | Path, arms: list[Any]) -> tuple[str, list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sys
-
-    from memworker.eval.runner import EvalError
-
     args = build_parser().parse_args(argv)
     try:
         return _main(args)
@@ -723,16 +716,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: Any) -> int:
-    import sys
-    from dataclasses import asdict
-
-    from memworker.eval import runner
-    from memworker.eval.cli import _gguf_hashes
-    from memworker.eval.runner import EvalError, Sampler
-    from memworker.hashing import write_json
-    from memworker.prompts import template_hashes
-    from memworker.receipts import environment
-
     arms = [runner.parse_arm(a) for a in args.arm]
     names = [a.name for a in arms]
     if len(set(names)) != len(names):

@@ -25,7 +25,7 @@ Policies (per task):
   codec derived them scores (on a wire v4 sample it is the `model` policy).
 
 With `--min-score T` the model's extract claims scoring below T under `--score` (a claim's score
-from its own token log-probabilities, `memworker.eval.confidence.SCORES`; the model arm must have
+from its own token log-probabilities, `memworker.eval.SCORES`; the model arm must have
 run with `eval/run.py --logprobs`) are dropped before the merge: the rules plus only the model's
 surest claims. Set T on half A of the val rows with `eval/confidence.py`, read it on half B.
 
@@ -41,110 +41,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from memworker import wire
-from memworker.eval import confidence
-from memworker.eval.grade import _value_key, predicate_match, subject_match
-from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
+from memworker.eval import rowtools
+from memworker.eval.rowtools import EXTRACT_POLICIES, OTHER_POLICIES, compose_row
+from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
+from memworker.eval.summary import report_markdown, summarise, table_lines
 from memworker.hashing import canonical_json, write_json
+from memworker.inference.gate import SCORES
 
-EXTRACT_POLICIES = ("union", "fill", "rules", "model")
-OTHER_POLICIES = ("rules", "model", "derived")
 DEFAULT_SCORE = "first(predicate)+first(value)"
-
-
-def _says(record: dict[str, Any]) -> tuple[str, str, str]:
-    """What a claim says: subject name, predicate, value key."""
-    return record["subject"]["name"], record["predicate"], _value_key(record["value"])
-
-
-def _same(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
-    """Two claims say the same fact by the grader's own matchers (`grade.claim_matches`:
-    subject, predicate family and value), read both ways."""
-    return a[2] == b[2] and (subject_match(a[0], b[0]) or subject_match(b[0], a[0])) and (
-        predicate_match(a[1], b[1]) or predicate_match(b[1], a[1]))
-
-
-def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] | None,
-                  policy: str, limit: int) -> dict[str, Any]:
-    """The merged wire extract answer (claims as arrays, the rules' first)."""
-    rules_claims = list((rules_wire or {}).get("claims", []))
-    model_claims = list((model_wire or {}).get("claims", []))
-    if policy == "rules":
-        return {"claims": rules_claims[:limit]}
-    if policy == "model":
-        return {"claims": model_claims[:limit]}
-    out = rules_claims[:limit]
-    said = [_says(wire.unpack_claim(c)) for c in out]
-    rule_events = {q["event"] for c in out for q in wire.unpack_claim(c)["quotes"]}
-    for claim in model_claims:
-        if len(out) >= limit:
-            break
-        record = wire.unpack_claim(claim)
-        says = _says(record)
-        if any(_same(says, s) for s in said):
-            continue
-        if policy == "fill" and {q["event"] for q in record["quotes"]} & rule_events:
-            continue
-        out.append(claim)
-        said.append(says)
-    return {"claims": out}
-
-
-def text_only(task: str, answer: dict[str, Any]) -> dict[str, Any]:
-    """The wire v4 answer (text only) of a consolidate or reflect sample's verified wire answer:
-    a v4 one as it is; an older one (the canonical shape, ids written by the model) without its
-    ids, which the codec then reads from the text."""
-    if task == "consolidate":
-        return {"observations": [o["statement"] if isinstance(o, dict) else o
-                                 for o in answer["observations"]]}
-    return {"answer": answer["answer"]}
-
-
-def _claim_limit(schema: dict[str, Any]) -> int:
-    return int(schema["properties"]["claims"].get("maxItems", 0))
-
-
-def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any],
-                policies: dict[str, str], name: str) -> dict[str, Any]:
-    """The hybrid's sample for one row from the rules' and the model's samples of it."""
-    from memworker.inference import codec
-    from memworker.inference.schema import build_schema
-
-    task = row["task"]
-    policy = policies[task]
-    seconds = round(float(rules["seconds"]) + float(model["seconds"]), 4)
-    if task != "extract" and policy != "derived":
-        source = rules if policy == "rules" else model
-        return {**source, "arm": name, "seconds": seconds}
-    schema = build_schema(task, row["input"])
-    if task == "extract":
-        merged = merge_extract(rules.get("wire"), model.get("wire"), policy,
-                               _claim_limit(schema))
-    elif model.get("wire") is None:  # the model's answer failed: nothing to read choices from
-        return {**model, "arm": name, "seconds": float(model["seconds"])}
-    else:
-        merged = text_only(task, model["wire"])
-        seconds = float(model["seconds"])  # the model alone: the rules do not run
-    raw = wire.dump_answer(task, merged)
-    sample: dict[str, Any] = {
-        "arm": name, "id": row["id"], "episode": row["episode"], "task": task,
-        "prompt_sha256": model["prompt_sha256"], "schema_sha256": model["schema_sha256"],
-        "max_tokens": model["max_tokens"], "seconds": seconds}
-    try:
-        result = codec.decode(task, row["input"], raw, finish_reason="stop", schema=schema)
-    except codec.CodecError as exc:
-        sample.update(attempts=[{"raw": raw, "finish_reason": "stop", "error": str(exc)}],
-                      status="failed", output=None, wire=None, diagnostics=[],
-                      error={"type": type(exc).__name__, "kind": exc.kind, "message": str(exc)})
-    else:
-        sample.update(attempts=[{"raw": raw, "finish_reason": "stop", "error": None}],
-                      status="first_try", output=result.output, wire=result.wire,
-                      diagnostics=result.diagnostics, error=None)
-    sample["verdicts"] = grade_sample(row, sample)
-    return sample
 
 
 def surest(row: dict[str, Any], sample: dict[str, Any], score: str,
@@ -153,11 +61,11 @@ def surest(row: dict[str, Any], sample: dict[str, Any], score: str,
     sample as it is; one without log-probabilities is an error)."""
     if sample.get("output") is None:
         return sample
-    stats = confidence.kept_claim_stats(sample, row["input"])
+    stats = rowtools.kept_claim_stats(sample, row["input"])
     if stats is None:
         raise EvalError(f"{sample['id']}: arm {sample['arm']!r} has no token log-probabilities "
                         "for --min-score; run it with `eval/run.py --logprobs`")
-    return confidence.surest(sample, stats, score, threshold)
+    return rowtools.surest(sample, stats, score, threshold)
 
 
 def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
@@ -166,8 +74,6 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
     """Write the hybrid folder `to` from the evaluation folder `out_dir`; returns its summary.
     With `min_score`, the model's extract claims scoring below it under `score` are dropped
     before the merge."""
-    from memworker.eval.summary import report_markdown, summarise
-
     config_path = out_dir / "config.json"
     if not config_path.is_file():
         raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
@@ -186,8 +92,8 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
     both = [r for r in rows if r["id"] in by_arm[rules] and r["id"] in by_arm[model]]
     if not both:
         raise EvalError(f"{out_dir}: no row has samples of both {rules!r} and {model!r}")
-    if min_score is not None and score not in confidence.SCORES:
-        raise EvalError(f"unknown score {score!r} (one of: {', '.join(sorted(confidence.SCORES))})")
+    if min_score is not None and score not in SCORES:
+        raise EvalError(f"unknown score {score!r} (one of: {', '.join(sorted(SCORES))})")
     to.mkdir(parents=True, exist_ok=True)
     out_samples = [by_arm[a][r["id"]] for a in (model, rules) for r in both]
 
@@ -225,8 +131,6 @@ def sweep(out_dir: Path, model: str, thresholds: list[float], policies: dict[str
     """For each threshold, the hybrid of `compose` (written to a temporary folder) against the
     rules at extraction: support and coverage, the paired differences and their intervals, and
     the smaller of the two lower bounds (what the release gate needs above 0)."""
-    import tempfile
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n, t in enumerate(thresholds):
@@ -276,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-score", type=float, default=None, metavar="T",
                    help="drop the model's extract claims scoring below T before the merge (the "
                         "model arm must have run with eval/run.py --logprobs)")
-    p.add_argument("--score", default=DEFAULT_SCORE, choices=sorted(confidence.SCORES),
+    p.add_argument("--score", default=DEFAULT_SCORE, choices=sorted(SCORES),
                    help=f"the claim score --min-score applies to ({DEFAULT_SCORE})")
     p.add_argument("--sweep", metavar="T,T,...",
                    help="instead of one folder: for each threshold, the model's extract claims "
@@ -307,8 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     except (EvalError, OSError, KeyError, ValueError) as exc:
         print(f"eval/hybrid.py: error: {exc}", file=sys.stderr)
         return 2
-    from memworker.eval.summary import table_lines
-
     print("\n".join(table_lines(summary)))
     print(f"wrote {args.to}/summary.json and report.md")
     return 0

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from memworker.hashing import canonical_json
+from memworker.inference.backends import OpenAICompatBackend
+from memworker.inference.grammar import schema_to_gbnf
 
 JUDGE_FILE = "judge.jsonl"
 JUDGE_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["verdict"],
@@ -34,8 +36,6 @@ def judge_messages(row: dict[str, Any], output: dict[str, Any]) -> list[dict[str
 
 def judge_one(backend: Any, row: dict[str, Any], output: dict[str, Any], *, seed: int = 0,
               grammar: str | None = None) -> dict[str, Any]:
-    from memworker.inference.grammar import schema_to_gbnf
-
     grammar = grammar or schema_to_gbnf(JUDGE_SCHEMA)
     started = time.perf_counter()
     gen = backend.generate(judge_messages(row, output), schema=JUDGE_SCHEMA, grammar=grammar,
@@ -54,9 +54,6 @@ def judge_one(backend: Any, row: dict[str, Any], output: dict[str, Any], *, seed
 def run_judge(url: str, model: str, rows: list[dict[str, Any]], samples: list[dict[str, Any]],
               out_dir: Path, *, seed: int = 0) -> dict[str, Any]:
     """Judge every accepted sample not judged yet; return the summary's `judge` section."""
-    from memworker.inference.backends import OpenAICompatBackend
-    from memworker.inference.grammar import schema_to_gbnf
-
     backend = OpenAICompatBackend(url, model=model)
     grammar = schema_to_gbnf(JUDGE_SCHEMA)
     path = out_dir / JUDGE_FILE

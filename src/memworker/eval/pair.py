@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker.eval import stats
+from memworker.eval import summary as S
 from memworker.eval.runner import (
     LATER_DEFAULTS,
     SAMPLES,
@@ -93,8 +94,6 @@ def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memworker.eval import summary as S
-
     p = argparse.ArgumentParser(prog="eval/pair.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--arm", action="append", required=True, metavar="NAME=FOLDER:ARM",
                    help="an arm of an evaluation folder, under a name (twice; the second "

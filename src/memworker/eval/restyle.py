@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from typing import Any
 
+from memworker.corpus.audit import audit_row
 from memworker.eval import stats
 from memworker.eval.runner import (
     EvalError,
@@ -40,6 +42,7 @@ from memworker.eval.runner import (
     parse_arm,
     run_row,
 )
+from memworker.inference.gate import claim_spans
 from memworker.packing import merge_row
 
 DESIGN_SETS = ("val",)
@@ -48,8 +51,6 @@ DESIGN_SETS = ("val",)
 def restyled_rows(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict, dict]], dict[str, int]]:
     """(as is, rewritten) pairs of the extract rows that merge and pass the audit, and counts of
     the rows left out (nothing to merge, audit violations)."""
-    from memworker.corpus.audit import audit_row
-
     pairs, left = [], {"nothing to merge": 0, "audit violations": 0}
     for row in rows:
         merged = merge_row(row)
@@ -65,8 +66,6 @@ def restyled_rows(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict, dict]], 
 def gold_per_message(rows: list[dict[str, Any]]) -> dict[str, int]:
     """The rows' gold claims by the user message a turn would ask for them (the latest event a
     claim quotes, as `memworker.turns` assigns them): messages holding one and two or more."""
-    from collections import Counter
-
     out = {"claims": 0, "messages": 0, "with_one": 0, "with_more": 0}
     for row in rows:
         per = Counter(max(c["source_indices"]) for c in row["gold"].get("claims", []))
@@ -78,8 +77,6 @@ def gold_per_message(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _counts(sample: dict[str, Any]) -> dict[str, int]:
-    from memworker.inference.gate import claim_spans
-
     generations = sample.get("turns") or sample.get("attempts") or []
     accepted = [g for g in generations if g.get("error") is None]
     written = [len(claim_spans(g["raw"])) for g in accepted] if sample.get("turns") else \

@@ -7,35 +7,33 @@ rows already in `samples.jsonl` for an arm are skipped.
 
 Arm specs (`--arm NAME=SPEC`): `NAME=path/to/model.gguf` (llama.cpp in process),
 `NAME=ollama:MODEL` (an Ollama server), `NAME=http://host:port/v1` (an OpenAI-compatible
-server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.eval.rules`).
+server), or `rules` / `NAME=rules` (the deterministic baseline, `memworker.inference.rules`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from memworker import turns as tforms
+
+# the evaluation sets and the samples file live below the stages (the worker benchmark and the
+# export read them too); their names stay importable from here
+from memworker.corpus.sets import DEFAULT_NATURAL, HAND_WRITTEN, SETS, load_eval_rows  # noqa: F401
 from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
+from memworker.inference import backends, codec
+from memworker.inference.backends import BackendError
+from memworker.inference.gate import ClaimGate
+from memworker.inference.rules import RulesBackend
 from memworker.prompts import to_chatml
+from memworker.samples import SAMPLES, EvalError, read_samples, repair_samples  # noqa: F401
 
-SAMPLES = "samples.jsonl"
-SETS = ("heldout", "test", "val", "natural", "natural-dev")
-DEFAULT_NATURAL = "data/natural"
-#: the hand-written sets (each frozen like a corpus, its rows the `test` split) and where each
-#: is frozen by default (`python corpus/build.py --natural corpus/<set> --out data/<set>`)
-HAND_WRITTEN = {"natural": DEFAULT_NATURAL, "natural-dev": "data/natural-dev"}
 MAX_BACKEND_FAILURES = 3
-
-
-class EvalError(ValueError):
-    """An evaluation cannot start or continue; the message says what to do."""
 
 
 class ConfigMismatch(EvalError):
@@ -130,10 +128,6 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
     a bare `SPEC` (`ClaimGate.parse`: `SCORE>=T` or `T`) every model arm; EvalError for an
     unknown or rules arm, a bad spec, two gates for one arm, or a gate in the walk form (the
     gate reads window, turns and sentences answers only)."""
-    from dataclasses import replace
-
-    from memworker.inference.gate import ClaimGate
-
     gates: dict[str, str] = {}
     for text in specs or []:
         m = re.match(r"^([A-Za-z0-9_.-]+)=(?!=)(.*)$", text)
@@ -179,10 +173,6 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
     """`arms` with `propose` set from `--propose` values: an arm's name, or `EVERY_ARM` (the
     option without a value) for every model arm; EvalError for an unknown or rules arm (the
     rules answer in the window form) and outside the turns forms."""
-    from dataclasses import replace
-
-    from memworker.turns import TURN_FORMS
-
     chosen: set[str] = set()
     for name in names or []:
         if name == EVERY_ARM:
@@ -195,7 +185,7 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
             raise EvalError(f"--propose {name}: the rules arm answers in the window form and "
                             "proposes nothing")
         chosen.add(name)
-    if names and extract_form not in TURN_FORMS:
+    if names and extract_form not in tforms.TURN_FORMS:
         raise EvalError("--propose applies to --extract-form turns or sentences only")
     return [replace(a, propose=a.name in chosen) for a in arms]
 
@@ -205,11 +195,7 @@ def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -
     log-probabilities (kept in each attempt of the samples; the answers do not change). A
     gated arm asks for them always."""
     record_logprobs = record_logprobs or arm.claim_gate is not None
-    from memworker.inference import backends
-
     if arm.kind == "rules":
-        from memworker.eval.rules import RulesBackend
-
         return RulesBackend()
     if arm.kind == "gguf":
         if not Path(arm.target).is_file():
@@ -231,27 +217,6 @@ def close_backend(backend: Any) -> None:
         llm.close()
 
 
-def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
-    """Canonical rows of an evaluation set: `heldout` (the corpus's frozen 64), `test`, `val`,
-    or a hand-written set, `natural` or `natural-dev` (its test split, frozen like a corpus)."""
-    from memworker.corpus import CorpusIntegrityError, load_rows
-
-    if set_name not in SETS:
-        raise EvalError(f"unknown set {set_name!r}; expected one of {SETS}")
-    root = Path(corpus)
-    if not (root / "manifest.json").is_file():
-        hint = ("build it with `python corpus/build.py --out data/corpus --seed 13`"
-                if set_name not in HAND_WRITTEN else
-                f"freeze it with `python corpus/build.py --natural corpus/{set_name} --out "
-                f"{root}`")
-        raise EvalError(f"no corpus at {root} (no manifest.json): {hint}")
-    split = "test" if set_name in HAND_WRITTEN else {"heldout": "heldout"}.get(set_name, set_name)
-    try:
-        return load_rows(root, split, form="canonical")
-    except CorpusIntegrityError as exc:
-        raise EvalError(str(exc)) from None
-
-
 def prompt_sha256(messages: list[dict[str, str]]) -> str:
     return sha256_bytes(to_chatml(messages).encode("utf-8"))
 
@@ -271,9 +236,6 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     the scores, and the dropped claims are in its diagnostics; a backend that returns no
     log-probabilities raises `GateError`, a backend error). `propose` (turns forms): every turn
     answers at least one claim (`codec.run_turns(propose=True)`)."""
-    from memworker.inference import codec
-    from memworker.inference.gate import ClaimGate
-
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
@@ -358,39 +320,19 @@ def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
                  raw_outputs=[a["raw"] for a in sample.get("turns") or sample["attempts"]])
 
 
-def read_samples(path: Path) -> list[dict[str, Any]]:
-    """Samples in `path`; a last line cut off by an interruption is dropped (and the file
-    rewritten without it) so that the row runs again."""
-    if not path.is_file():
-        return []
-    good, lines, cut = [], path.read_bytes().splitlines(keepends=True), False
-    for n, line in enumerate(lines):
-        try:
-            good.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n != len(lines) - 1:
-                raise EvalError(f"{path}: line {n + 1} is not JSON; the file is damaged "
-                                "(remove it to start over)") from None
-            cut = True
-    if cut or (lines and not lines[-1].endswith(b"\n")):
-        path.write_bytes(b"".join(canonical_json(s) + b"\n" for s in good))
-    return good
-
-
 def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sampler, *,
             progress: bool = True, backend: Any = None,
             grader: Grader | None = None, record_logprobs: bool = False) -> dict[str, Any]:
     """Run `arm` over the rows it has no sample for yet; append samples (graded by `grader`,
     default `grade_sample`). Returns this invocation's speed record for the arm."""
     path = out_dir / SAMPLES
-    done = {s["id"] for s in read_samples(path) if s["arm"] == arm.name}
+    # the evaluator resumes here: a line an interruption cut off goes before rows are appended
+    done = {s["id"] for s in repair_samples(path) if s["arm"] == arm.name}
     todo = [r for r in rows if r["id"] not in done]
     record = {"arm": arm.name, "rows_run": 0, "rows_skipped": len(rows) - len(todo),
               "wall_seconds": 0.0}
     if not todo:
         return record
-    from memworker.inference.backends import BackendError
-
     own = backend is None
     backend = make_backend(arm, sampler, record_logprobs=record_logprobs) if own else backend
     bar = _bar(len(todo), arm.name, progress)

@@ -4,19 +4,23 @@ summaries; the work is in `memworker.export.release` and `memworker.export.verif
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
 from memworker import registry
-from memworker.export import converter
+from memworker.export import converter, gate
 from memworker.export.release import (
     BASE_GGUF,
     ExportError,
     default_publish_dir,
     export_base,
     export_release,
+    record_waiver,
 )
+from memworker.export.verify import verify_release
+from memworker.receipts import RELEASE_RECEIPT
 
 EXPECTED = (ExportError, registry.BaseUnavailable, converter.ConverterUnavailable,
             converter.ConversionFailed)
@@ -80,8 +84,6 @@ def run(args: argparse.Namespace) -> list[str]:
               "pre_tokenizer": args.tokenizer_pre, "work_dir": args.work_dir}
     lines = []
     if args.waive:
-        from memworker.export.release import record_waiver
-
         set_name, metric, reason = args.waive
         receipt = record_waiver(out, set_name, metric, reason,
                                 receipts_dir=args.receipts_dir or None, publish_dir=publish)
@@ -137,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def verify_main(argv: list[str] | None = None) -> int:
-    from memworker.export.verify import verify_release
-
     parser = argparse.ArgumentParser(
         prog="python export/verify.py",
         description="Verify a release folder: SHA256SUMS, the release receipt against the files "
@@ -189,11 +189,6 @@ def _gate_line(folder: Path) -> str | None:
     """`verify: release gate <verdict> on <set>: evaluated on N of the M rows …` for a release
     whose receipt holds an evaluation (the rows it ran, since a limited evaluation is gated like a
     full one); None when the receipt is unreadable or holds no evaluation."""
-    import json
-
-    from memworker.export import gate
-    from memworker.receipts import RELEASE_RECEIPT
-
     try:
         receipt = json.loads((folder / RELEASE_RECEIPT).read_text("utf-8"))
     except (OSError, ValueError):

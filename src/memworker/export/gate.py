@@ -67,6 +67,7 @@ from __future__ import annotations
 from typing import Any
 
 from memworker.eval.grade import PRIMARY
+from memworker.eval.summary import coverage_line
 
 ABOVE, NOT_BELOW = "above", "not below"
 #: student - rules checks: (task, metric, requirement): ABOVE: the paired 95 % interval lies
@@ -278,8 +279,6 @@ def coverage(receipt: dict[str, Any]) -> list[str]:
     """Per evaluated set, how many of its rows the gated evaluation ran ("heldout: evaluated on
     the first 16 of the 64 held-out rows (not the full evaluation)"). The gate reads a limited
     evaluation exactly like a full one, so whoever reads its verdict must see n."""
-    from memworker.eval.summary import coverage_line
-
     evaluation = receipt.get("evaluation")
     if not isinstance(evaluation, dict):
         return []

@@ -30,9 +30,10 @@ from typing import Any
 
 from memworker.export import card
 from memworker.export import cli as export_cli
-from memworker.export.release import RELEASE_CARD, SUMS
+from memworker.export.release import RELEASE_CARD
+from memworker.export.verify import verify_release
 from memworker.hashing import read_sha256sums, sha256_file, write_sha256sums
-from memworker.receipts import RELEASE_RECEIPT, adapter_problems
+from memworker.receipts import RELEASE_RECEIPT, SUMS, adapter_problems
 
 
 class RebuildError(RuntimeError):
@@ -120,8 +121,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.no_verify:
         return 0
-    from memworker.export.verify import verify_release
-
     problems = verify_release(args.out, args.receipts_dir)
     if problems:
         print("rebuild: the rebuilt release does not verify: " + "; ".join(problems[:5]),

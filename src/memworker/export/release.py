@@ -32,22 +32,33 @@ from pathlib import Path
 from typing import Any
 
 from memworker import registry
-from memworker.export import card, converter
+from memworker.export import card, converter, gate
 from memworker.export import modelfile as mfile
-from memworker.hashing import sha256_file, write_json, write_sha256sums
+from memworker.export.merge import merged_folder
+from memworker.export.verify import check_worker
+from memworker.hashing import (
+    HashMismatch,
+    read_sha256sums,
+    sha256_bytes,
+    sha256_file,
+    verify_sha256sums,
+    write_json,
+    write_sha256sums,
+)
+from memworker.inference.hmem import WorkerError, worker_config
 from memworker.prompts import template_hashes
 from memworker.receipts import (
     ADAPTER_DIR,
     RECEIPT,
     RELEASE_KIND,
     RELEASE_RECEIPT,
+    SUMS,
     adapter_differences,
     adapter_files,
     environment,
     rebuild_command,
 )
 
-SUMS = "SHA256SUMS"
 #: the release's model card as committed beside its receipt (`receipts/release-card.md`)
 RELEASE_CARD = "release-card.md"
 BASE_GGUF = "base-q8_0.gguf"
@@ -276,8 +287,6 @@ def check_out(out: Path, base_sha: str, student_sha: str | None, force: bool) ->
 
 def clear_release(out: Path) -> None:
     """Remove the files of the release in `out` (those its SHA256SUMS lists, and the sums)."""
-    from memworker.hashing import read_sha256sums
-
     sums = out / SUMS
     listed = list(read_sha256sums(sums)) if sums.is_file() else []
     for rel in [*listed, RELEASE_RECEIPT, SUMS]:
@@ -289,8 +298,6 @@ def _convert_model(prepared: registry.PreparedBase, adapter: Path | None, gguf_n
                    out: Path, gguf_metadata: dict[str, Any], pre_tokenizer: str | None,
                    work_root: Path | None) -> dict[str, Any]:
     """Merge (or only load/save) into a temp HF folder, convert, move the GGUF into `out`."""
-    from memworker.export.merge import merged_folder
-
     with tempfile.TemporaryDirectory(prefix="memworker-export-", dir=work_root) as tmp:
         tmp = Path(tmp)
         started = time.perf_counter()
@@ -361,8 +368,6 @@ def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
     An export records when and with what it ran (`created_utc`, `tools`: libraries, git state,
     hardware). A later re-signing (`resigned`: what was added, e.g. an evaluation) keeps those,
     since the artifacts are still the export's, and records itself in `resigned`."""
-    from memworker.export import gate
-
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if resigned is None or "tools" not in receipt or "created_utc" not in receipt:
         receipt["created_utc"] = now
@@ -392,8 +397,6 @@ def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
 
 def publish(out: Path, publish_dir: Path, receipt: dict[str, Any] | None = None) -> None:
     """Top-level `Modelfile` and `SHA256SUMS` in `publish_dir` for the release in `out`."""
-    from memworker.hashing import read_sha256sums
-
     receipt = receipt or _load_json(out / RELEASE_RECEIPT)
     prefix = Path(os.path.relpath(out.resolve(), publish_dir.resolve())).as_posix()
     if (out / "Modelfile").is_file() and receipt.get("student"):
@@ -418,31 +421,6 @@ def default_publish_dir(out: Path) -> Path | None:
 
 # --- the public API ------------------------------------------------------------------------------
 
-def worker_config(extract_form: str = "window", claim_gate: str | None = None,
-                  propose: bool = False) -> dict[str, Any]:
-    """The release's `worker` record: how its student must be run (ExportError when invalid).
-    `propose` (every turn answers a claim for the gate to keep or drop) needs a turns form and a
-    claim gate, and is recorded only when set (a record without it: not proposing)."""
-    from memworker.inference.gate import ClaimGate
-    from memworker.turns import FORMS, TURN_FORMS
-
-    if extract_form not in FORMS:
-        raise ExportError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
-    if claim_gate is not None:
-        if extract_form == "walk":
-            raise ExportError("a claim gate reads extract answers of the window, turns and "
-                              "sentences forms only")
-        try:
-            claim_gate = ClaimGate.parse(claim_gate).spec
-        except ValueError as exc:
-            raise ExportError(f"claim gate: {exc}") from None
-    if propose and (extract_form not in TURN_FORMS or claim_gate is None):
-        raise ExportError("propose needs extract form " + " or ".join(TURN_FORMS) + " and a "
-                          "claim gate (every turn writes a claim for the gate to keep or drop)")
-    return {"extract_form": extract_form, "claim_gate": claim_gate,
-            **({"propose": True} if propose else {})}
-
-
 def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
                    base: str | None = None, receipts_dir: str | Path | None = "receipts",
                    publish_dir: str | Path | None = None, pre_tokenizer: str | None = None,
@@ -457,7 +435,10 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
     records them, the Modelfile names them, `MemWorkerBackend.from_release` applies them, and
     `export/verify.py` checks that every evaluation of the student ran it so."""
     run_dir, out = Path(run_dir), Path(out)
-    worker = worker_config(extract_form, claim_gate, propose)
+    try:
+        worker = worker_config(extract_form, claim_gate, propose)
+    except WorkerError as exc:
+        raise ExportError(str(exc)) from None
     receipts = Path(receipts_dir) if receipts_dir else None
     receipt, sha = load_run(run_dir)
     check_adapter(run_dir, receipt)
@@ -522,14 +503,10 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
     release = existing_release(out)
     if release is None:
         raise ExportError(f"{out} holds no {RELEASE_RECEIPT}; export the release first")
-    from memworker.hashing import HashMismatch, verify_sha256sums
-
     try:
         verify_sha256sums(out / SUMS)
     except (HashMismatch, FileNotFoundError) as exc:
         raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
-    from memworker.export.verify import check_worker
-
     problems = check_worker(out, {**release, "evaluation": evaluation})
     if problems:
         raise ExportError(f"refusing to record the evaluation: {problems[0]}")
@@ -544,9 +521,6 @@ def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
     """Record a reasoned release-gate waiver `{metric, set, reason}` in the release receipt's
     `gate.waivers` (an empty reason, an ungated metric or a set not evaluated is refused), then
     re-sign the folder like `record_evaluation`."""
-    from memworker.export import gate
-    from memworker.hashing import HashMismatch, verify_sha256sums
-
     out = Path(out)
     release = existing_release(out)
     if release is None:
@@ -564,6 +538,4 @@ def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
 
 
 def _sha_text(text: str) -> str:
-    from memworker.hashing import sha256_bytes
-
     return sha256_bytes(text.encode("utf-8"))

@@ -37,11 +37,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memworker.corpus.sets import load_eval_rows
+from memworker.export import gate
 from memworker.export import modelfile as mfile
-from memworker.export.release import SUMS
 from memworker.hashing import HashMismatch, sha256_file, verify_sha256sums
+from memworker.inference import codec
+from memworker.inference.backends import BackendError, LlamaCppBackend
+from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
+from memworker.inference.samples import EXTRACT
 from memworker.prompts import system_prompt
-from memworker.receipts import RELEASE_RECEIPT
+from memworker.receipts import RELEASE_RECEIPT, SUMS
+from memworker.samples import EvalError, read_samples
 
 EXTRA_CHECKS: list[Callable[[Path, dict[str, Any]], list[str]]] = []
 
@@ -122,8 +128,6 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     the Modelfile when not the default, and is how every recorded evaluation ran the student (its
     arm `student`): otherwise the published figures are not those of the worker the release
     ships."""
-    from memworker.export.release import ExportError, worker_config
-
     if not receipt.get("student"):
         return []
     where = folder / RELEASE_RECEIPT
@@ -132,7 +136,7 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
         if worker_config(worker["extract_form"], worker["claim_gate"],
                          worker.get("propose") is True) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
-    except ExportError as exc:
+    except WorkerError as exc:
         return [f"{where}: worker: {exc}"]
     problems = []
     line = mfile.worker_line(worker)
@@ -172,10 +176,6 @@ def check_gguf(path: Path, n_ctx: int, threads: int | None) -> list[str]:
 
 
 def _gguf_problems(path: str | Path, n_ctx: int, threads: int | None) -> list[str]:
-    from memworker.inference import codec
-    from memworker.inference.backends import BackendError, LlamaCppBackend
-    from memworker.inference.samples import EXTRACT
-
     try:
         backend = LlamaCppBackend(path, n_ctx=n_ctx, n_threads=threads)
     except BackendError as exc:
@@ -204,8 +204,6 @@ def check_replay(folder: Path, receipt: dict[str, Any], evaluation: Path, corpus
     those of the worker a user runs, not only of the evaluator's sampler (threads, KV reuse and
     batching can change a greedy answer: inference/README "Where the worker's time goes").
     `make_worker(folder, **kwargs)` stands in for `from_release` in tests."""
-    from memworker.eval.runner import EvalError, load_eval_rows, read_samples
-
     where = f"replay of {evaluation}"
     try:
         config = json.loads((evaluation / "config.json").read_text("utf-8"))
@@ -224,8 +222,6 @@ def check_replay(folder: Path, receipt: dict[str, Any], evaluation: Path, corpus
     if len(chosen) < n:
         return [f"{where}: {len(chosen)} extract windows the student answered, fewer than {n}"]
     if make_worker is None:
-        from memworker.inference.hmem import MemWorkerBackend
-
         make_worker = MemWorkerBackend.from_release
     worker = make_worker(folder, **({"n_threads": threads} if threads else {}))
     problems = []
@@ -252,8 +248,6 @@ def check_replay(folder: Path, receipt: dict[str, Any], evaluation: Path, corpus
 
 
 def check_gate(folder: Path, receipt: dict[str, Any], allow_unevaluated: bool) -> list[str]:
-    from memworker.export import gate
-
     return [f"{folder / RELEASE_RECEIPT}: {p}"
             for p in gate.problems(receipt, allow_unevaluated=allow_unevaluated)]
 

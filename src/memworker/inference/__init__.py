@@ -5,6 +5,7 @@
     codec.run(backend, task, inputs)    generate, verify, canonicalise; retry once; typed errors
     backends.*                          LlamaCppBackend, OllamaBackend, OpenAICompatBackend
     hmem.MemWorkerBackend               hmem-shaped candidates for the store
+    rules.RulesBackend                  the deterministic rules baseline, a backend like the others
 
 See inference/README.md for the design and a runnable example.
 """

@@ -29,6 +29,7 @@ from typing import Any
 
 from memworker import wire
 from memworker.inference.backends import BackendError
+from memworker.turns import TURN_FORMS, asked
 
 Span = tuple[int, int]
 Fields = dict[str, dict[str, float]]
@@ -168,8 +169,6 @@ def result_fields(result: Any, inputs: dict[str, Any], form: str = "window") -> 
     """Field statistics of each claim in a codec extract result (`codec.CodecResult` of `run`,
     form "window", or `run_turns`, form "turns" or "sentences"); GateError when they cannot be
     had."""
-    from memworker.turns import TURN_FORMS, asked
-
     n_out = len(result.output["claims"])
     if form in TURN_FORMS:
         parts = turn_parts(result.turns or [], asked(inputs["events"], form), "extract")

@@ -35,34 +35,67 @@ ask their backend for them, and a backend that returns none raises `GateError` (
 `BackendError`). The threshold is the model's own (its release receipt). With `propose=True`
 as well (the turns forms only), every turn answers at least one claim and the gate alone decides
 which are kept (`codec.run_turns(propose=True)`); `from_release` applies it when the receipt's
-`worker` says so.
+`worker` says so. `worker_config(extract_form, claim_gate, propose)` is the one check of such a
+configuration (`WorkerError`, an `InputError`, when it cannot run) and its normal form, the
+release receipt's `worker`: the constructor and the export (`export/run.py`) both use it.
 
 `reflect` returns {"text", "citations", "insufficient_evidence", "source_ids"}. The full codec
 result of the last call (diagnostics, raw outputs, attempts) is `worker.last`.
 
 `MemWorkerBackend(RulesBackend())` gives the deterministic rules baseline
-(`memworker.eval.rules`) behind the same interface: a backend with a `bind(task, inputs)`
+(`memworker.inference.rules`) behind the same interface: a backend with a `bind(task, inputs)`
 method is bound to each request before the codec runs it (the rules read the structured inputs,
 not the rendered prompt); everything else (codec, retry, candidate mapping) is the same.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memworker import temporal
+from memworker import registry, temporal
 from memworker.inference import codec
+from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAICompatBackend
 from memworker.inference.gate import ClaimGate
 from memworker.inference.schema import InputError
+from memworker.turns import FORMS, TURN_FORMS
 
 ROLES = ("user", "assistant", "tool")
 _KIND_IMPORTANCE = {"relationship": 7, "retraction": 7, "preference": 6, "fact": 6, "plan": 6,
                     "event": 5, "belief": 4}
 _PROCEDURAL = ("how_to", "steps", "procedure", "workaround", "command", "routine", "setting",
                "config", "workflow")
+
+
+class WorkerError(InputError):
+    """A worker configuration (extraction form, claim gate, proposing) that cannot run."""
+
+
+def worker_config(extract_form: str = "window", claim_gate: str | None = None,
+                  propose: bool = False) -> dict[str, Any]:
+    """The worker's configuration checked and in its normal form, as a release's `worker` record
+    keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
+    WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
+    needs a turns form and a claim gate, and is recorded only when set (a record without it: not
+    proposing)."""
+    if extract_form not in FORMS:
+        raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
+    if claim_gate is not None:
+        if extract_form == "walk":
+            raise WorkerError("a claim gate reads extract answers of the window, turns and "
+                              "sentences forms only")
+        try:
+            claim_gate = ClaimGate.parse(claim_gate).spec
+        except ValueError as exc:
+            raise WorkerError(f"claim gate: {exc}") from None
+    if propose and (extract_form not in TURN_FORMS or claim_gate is None):
+        raise WorkerError("propose needs extract form " + " or ".join(TURN_FORMS) + " and a "
+                          "claim gate (every turn writes a claim for the gate to keep or drop)")
+    return {"extract_form": extract_form, "claim_gate": claim_gate,
+            **({"propose": True} if propose else {})}
 
 
 def _timestamp(value: str | datetime, what: str) -> str:
@@ -97,14 +130,8 @@ class MemWorkerBackend:
                  use_grammar: bool = True, budget_tokens: int | None = -1,
                  max_tokens: int | None = None, extract_form: str = "window",
                  claim_gate: ClaimGate | str | None = None, propose: bool = False):
-        from memworker.turns import FORMS, TURN_FORMS
-
-        if extract_form not in FORMS:
-            raise InputError(f"extract_form {extract_form!r}: one of {', '.join(FORMS)}")
-        if propose and (extract_form not in TURN_FORMS or claim_gate is None):
-            raise InputError("propose makes every turn write a claim for the claim gate to keep "
-                             f"or drop: it needs extract_form {' or '.join(TURN_FORMS)} and a "
-                             f"claim_gate (got {extract_form!r}, {claim_gate!r})")
+        worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
+                      else claim_gate, propose)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -128,10 +155,7 @@ class MemWorkerBackend:
     def from_gguf(cls, path: str | Path | None = None, *, n_ctx: int = 4096,
                   n_threads: int | None = None, kv_cache: str = "prefix",
                   **kwargs: Any) -> MemWorkerBackend:
-        from memworker.inference.backends import LlamaCppBackend
-        from memworker.registry import embedded_gguf_path
-
-        gguf = Path(path) if path is not None else embedded_gguf_path()
+        gguf = Path(path) if path is not None else registry.embedded_gguf_path()
         return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads, kv_cache=kv_cache,
                                    record_logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
@@ -142,8 +166,6 @@ class MemWorkerBackend:
         `worker` (a receipt without one: the window form, no gate, no proposing). Keyword
         arguments go to `from_gguf`; an explicit `extract_form`, `claim_gate` or `propose` among
         them is an error."""
-        import json
-
         folder = Path(folder)
         path = folder / "release-receipt.json"
         try:
@@ -161,23 +183,19 @@ class MemWorkerBackend:
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
-        from memworker.inference.backends import OllamaBackend
-
         return cls(OllamaBackend(model, host=host,
                                  logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     @classmethod
     def from_openai(cls, base_url: str, *, model: str = "mem-worker",
                     **kwargs: Any) -> MemWorkerBackend:
-        from memworker.inference.backends import OpenAICompatBackend
-
         return cls(OpenAICompatBackend(base_url, model=model,
                                        logprobs=kwargs.get("claim_gate") is not None), **kwargs)
 
     def _run(self, task: str, inputs: dict[str, Any]) -> codec.CodecResult:
         self.last = None
         # a backend that reads the structured request (the rules baseline,
-        # memworker.eval.rules.RulesBackend) is bound to it first, as the evaluator does
+        # memworker.inference.rules.RulesBackend) is bound to it first, as the evaluator does
         backend = self.backend.bind(task, inputs) if hasattr(self.backend, "bind") \
             else self.backend
         if task == "extract" and self.extract_form != "window":

@@ -13,6 +13,8 @@ from memworker.eval.live import resume
 from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
+from memworker.inference.hmem import MemWorkerBackend
+from memworker.receipts import environment
 from memworker.turns import FORMS
 
 
@@ -91,9 +93,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from memworker.inference.hmem import MemWorkerBackend
-    from memworker.receipts import environment
-
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)

@@ -25,6 +25,9 @@ from typing import Any
 
 from memworker.eval.runner import Arm, EvalError, Sampler, sampler_doc
 from memworker.hashing import sha256_file, sha256_json
+from memworker.inference import rules
+from memworker.inference.backends import default_threads
+from memworker.prompts import template_hashes
 
 RESULTS = "results"
 #: source files (relative to the memworker package) whose code decides a live result
@@ -33,8 +36,8 @@ CODE_FILES = (
     "textnorm.py", "verify.py", "wire.py",
     "inference/backends.py", "inference/codec.py", "inference/grammar.py",
     "inference/greedy_grammar.py", "inference/hmem.py", "inference/kv_prefix.py",
-    "inference/llama_ext.py", "inference/schema.py",
-    "eval/grade.py", "eval/rules.py",
+    "inference/llama_ext.py", "inference/rules.py", "inference/schema.py",
+    "eval/grade.py",
     "eval/live/checks.py", "eval/live/runner.py", "eval/live/scenarios.py",
     "eval/live/store.py",
 )
@@ -54,8 +57,6 @@ def code_hashes() -> dict[str, str]:
 
 def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
     """The part of a pair's identity shared by all of an arm's scenarios (hashed now)."""
-    from memworker.prompts import template_hashes
-
     model: dict[str, Any] = {"kind": arm.kind}
     if arm.claim_gate is not None:  # (absent when ungated: results stored before gates match)
         model["claim_gate"] = arm.claim_gate
@@ -66,14 +67,10 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
     if arm.kind == "gguf":
         import llama_cpp
 
-        from memworker.inference.backends import default_threads
-
         model["gguf_sha256"] = sha256_file(arm.target)
         model["llama_cpp"] = getattr(llama_cpp, "__version__", None)
         sampler_record["threads"] = threads or default_threads(Path(arm.target).stat().st_size)
     elif arm.kind == "rules":
-        from memworker.eval import rules
-
         model["rules_sha256"] = sha256_file(rules.__file__)
     else:
         model["spec"] = arm.spec   # served models: the name is all the evaluator can see

@@ -17,9 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memworker import prompts
 from memworker.eval.live import checks as C
 from memworker.eval.live.store import LiveStore
 from memworker.hashing import canonical_json, sha256_file, write_json
+from memworker.inference import rules
 from memworker.safety import redact
 
 SUMMARY = "summary.json"
@@ -77,15 +79,12 @@ class RecordingWorker:
 def identity(arm_kind: str, target: str) -> dict[str, Any]:
     """What must not change while a worker runs: its model file and the prompt templates,
     hashed from disk now (the rules arm: the rules module's source)."""
-    from memworker.prompts import TEMPLATE_NAMES, prompt_dir
-
-    prompts = {name: sha256_file(prompt_dir() / f"{name}.txt") for name in TEMPLATE_NAMES}
-    out: dict[str, Any] = {"gguf_sha256": None, "prompt_sha256": prompts}
+    templates = {name: sha256_file(prompts.prompt_dir() / f"{name}.txt")
+                 for name in prompts.TEMPLATE_NAMES}
+    out: dict[str, Any] = {"gguf_sha256": None, "prompt_sha256": templates}
     if arm_kind == "gguf":
         out["gguf_sha256"] = sha256_file(target)
     elif arm_kind == "rules":
-        from memworker.eval import rules
-
         out["rules_sha256"] = sha256_file(rules.__file__)
     else:
         out["model"] = target   # served models: the name is all the evaluator can see

@@ -30,16 +30,27 @@ prefix cache copies, for the longest stored prefix.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memworker import turns as turns_form
 from memworker.contracts import TASKS
+from memworker.corpus.sets import load_eval_rows
 from memworker.inference import codec
+from memworker.inference.backends import LlamaCppBackend
+from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.samples import SAMPLES
+from memworker.prompts import to_chatml
+from memworker.registry import embedded_gguf_path
+from memworker.samples import read_samples
 
 REFERENCE_DECODE = 85.0  # tok/s the issue's absolute latency targets assume (FACTS.md)
 # mode -> (kv_cache, greedy_grammar, use the grammar)
@@ -110,8 +121,6 @@ def state_copy_ms(llm, tokens: list[int]) -> dict[str, float]:
     """Copying the context after evaluating `tokens`: llama-cpp-python's `save_state` /
     `load_state` (llama state + the logits array it keeps) vs the KV-only sequence state that
     `PrefixCache` uses. Milliseconds and MiB."""
-    import ctypes
-
     import llama_cpp
 
     llm.reset()
@@ -293,9 +302,6 @@ def worker_report(calls: list[dict[str, float]], decode_rate: float) -> str:
 
 def main_worker(args: argparse.Namespace, path: Path) -> int:
     """`--worker`: the store's worker on the first N extract rows of a corpus split."""
-    from memworker.eval.runner import load_eval_rows
-    from memworker.inference.hmem import MemWorkerBackend
-
     set_name, _, n = args.worker.partition(":")
     rows = [r for r in load_eval_rows(args.corpus, set_name) if r["task"] == "extract"]
     rows = rows[:int(n)] if n else rows
@@ -405,10 +411,6 @@ def lookup_report(llm, folder: Path, arm: str, corpus: str, costs: dict[int, flo
     samples of `arm` (the first `windows` windows): each turn's prompt rebuilt from the corpus row
     and the turns before it, its recorded answer tokenized again, `lookup_steps` per draft length,
     and the decode time that costs at `costs` (`batch_costs`) beside one token at a time."""
-    from memworker import turns as turns_form
-    from memworker.eval.runner import load_eval_rows, read_samples
-    from memworker.prompts import to_chatml
-
     config = json.loads((folder / "config.json").read_text())
     rows = {r["id"]: r for r in load_eval_rows(corpus, config["set"])}
     form = config.get("sampler", {}).get("extract_form", "turns")
@@ -444,8 +446,6 @@ def lookup_report(llm, folder: Path, arm: str, corpus: str, costs: dict[int, flo
 def context_rates(path: Path, threads: int, context: int = 900, n: int = 64) -> dict[str, float]:
     """Prompt tokens/s (best of 3 evaluations of a `context`-token prompt) and decode tokens/s
     (`Llama.eval` one token at a time after it, no sampling) of llama.cpp on `threads` threads."""
-    from memworker.inference.backends import LlamaCppBackend
-
     llm = LlamaCppBackend(path, n_ctx=max(2048, context + n + 8), n_threads=threads).llm
     try:
         prompt = llm.tokenize(b"The memory worker reads events and writes facts. " * context,
@@ -469,11 +469,6 @@ def threads_sweep(path: Path, log=print) -> list[dict[str, Any]]:
     """`context_rates` for 1 and 2 threads under each wait policy, on an idle machine and beside
     one busy process (a Python loop holding a core): each in a fresh process, since the OpenMP
     runtime reads its wait policy once, when it loads."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     rows = []
     for busy in (False, True):
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
@@ -482,7 +477,7 @@ def threads_sweep(path: Path, log=print) -> list[dict[str, Any]]:
                 for threads in (1, 2):
                     env = {**os.environ, "OMP_WAIT_POLICY": policy}
                     code = ("import json, sys; from pathlib import Path; "
-                            "from memworker.inference.bench import context_rates; "
+                            "from memworker.eval.bench import context_rates; "
                             "print(json.dumps(context_rates(Path(sys.argv[1]), int(sys.argv[2]))))")
                     out = subprocess.run([sys.executable, "-c", code, str(path), str(threads)],
                                          env=env, capture_output=True, text=True, check=True)
@@ -500,8 +495,6 @@ def threads_sweep(path: Path, log=print) -> list[dict[str, Any]]:
 
 def main_batch_costs(args: argparse.Namespace, path: Path) -> int:
     """`--batch-costs [CONTEXT]` (and `--lookup DIR:ARM`)."""
-    from memworker.inference.backends import LlamaCppBackend
-
     llm = LlamaCppBackend(path, n_ctx=max(args.n_ctx, args.batch_costs + max(BATCH_SIZES) + 8),
                           n_threads=args.threads or None).llm
     print(f"model {path.name}: one llama.cpp evaluation of k tokens after a {args.batch_costs}-"
@@ -515,9 +508,6 @@ def main_batch_costs(args: argparse.Namespace, path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memworker.inference.backends import LlamaCppBackend
-    from memworker.registry import embedded_gguf_path
-
     p = argparse.ArgumentParser(prog="python inference/bench.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gguf", help="GGUF to benchmark (default: the embedded base)")

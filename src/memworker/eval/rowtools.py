@@ -1,0 +1,157 @@
+"""The rows helpers the regrading studies share (`eval/hybrid.py`, `eval/confidence.py`): a
+model sample's kept extract claims scored from its own token log-probabilities
+(`kept_claim_stats`), the unsure ones dropped (`surest`), and the hybrid's sample of a row
+composed from a rules and a model sample of it (`compose_row`: the two verified wire answers
+merged by a policy, decoded by the same codec and graded by the same grader). No model runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memworker import wire
+from memworker.eval.grade import _value_key, predicate_match, subject_match
+from memworker.eval.runner import EvalError, grade_sample
+from memworker.inference import codec
+from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, turn_parts
+from memworker.inference.schema import build_schema
+from memworker.turns import asked
+
+#: the hybrid's policies per task (`compose_row`; eval/hybrid.py describes each)
+EXTRACT_POLICIES = ("union", "fill", "rules", "model")
+OTHER_POLICIES = ("rules", "model", "derived")
+
+
+def kept_claim_stats(sample: dict[str, Any], inputs: dict[str, Any] | None = None
+                     ) -> list[Fields] | None:
+    """Field statistics of each claim in `sample["output"]` (the codec's kept claims, in order),
+    or None when the sample has none to score (failed, or no log-probabilities recorded). The
+    claim scoring is the release's claim gate's (`memworker.inference.gate`).
+
+    A sample in the turns form (`eval/run.py --extract-form turns`) is scored from each turn's
+    accepted generation (its own tokens): the claims each turn kept, joined in turn order, less
+    those the merge dropped (a repeat across turns) and those beyond the contract's limit. Its
+    turns' event indices come from `inputs` (the row's input). A sample the gate already ran on
+    (`eval/run.py --claim-gate`) gives the statistics of the claims the gate kept."""
+    if sample.get("output") is None:
+        return None
+    gone = set((sample.get("gate") or {}).get("dropped", []))
+    n_out = len(sample["output"]["claims"]) + len(gone)
+    try:
+        if sample.get("turns") is not None:
+            if inputs is None:
+                raise EvalError(f"{sample['id']}: a turns-form sample needs its row's input")
+            parts = turn_parts(sample["turns"],
+                               asked(inputs["events"], sample.get("extract_form") or "turns"),
+                               sample["id"])
+        else:
+            attempt = sample["attempts"][-1]
+            parts = [(attempt["raw"], attempt.get("token_logprobs"), "")]
+        fields = parts_fields(parts, sample["diagnostics"], n_out, sample["id"])
+    except GateError as exc:
+        raise EvalError(str(exc)) from None
+    return None if fields is None else [f for n, f in enumerate(fields) if n not in gone]
+
+
+def _filtered(sample: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
+    return {**sample,
+            "output": {**sample["output"], "claims": [c for c, k in zip(
+                sample["output"]["claims"], keep, strict=True) if k]},
+            "wire": {**sample["wire"], "claims": [c for c, k in zip(
+                sample["wire"]["claims"], keep, strict=True) if k]}}
+
+
+def surest(sample: dict[str, Any], stats: list[Fields], score: str,
+           threshold: float) -> dict[str, Any]:
+    """`sample` without its claims whose `score` (from `stats`, `kept_claim_stats`'s) is below
+    `threshold`."""
+    return _filtered(sample, [SCORES[score](f) >= threshold for f in stats])
+
+
+def _says(record: dict[str, Any]) -> tuple[str, str, str]:
+    """What a claim says: subject name, predicate, value key."""
+    return record["subject"]["name"], record["predicate"], _value_key(record["value"])
+
+
+def _same(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
+    """Two claims say the same fact by the grader's own matchers (`grade.claim_matches`:
+    subject, predicate family and value), read both ways."""
+    return a[2] == b[2] and (subject_match(a[0], b[0]) or subject_match(b[0], a[0])) and (
+        predicate_match(a[1], b[1]) or predicate_match(b[1], a[1]))
+
+
+def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] | None,
+                  policy: str, limit: int) -> dict[str, Any]:
+    """The merged wire extract answer (claims as arrays, the rules' first)."""
+    rules_claims = list((rules_wire or {}).get("claims", []))
+    model_claims = list((model_wire or {}).get("claims", []))
+    if policy == "rules":
+        return {"claims": rules_claims[:limit]}
+    if policy == "model":
+        return {"claims": model_claims[:limit]}
+    out = rules_claims[:limit]
+    said = [_says(wire.unpack_claim(c)) for c in out]
+    rule_events = {q["event"] for c in out for q in wire.unpack_claim(c)["quotes"]}
+    for claim in model_claims:
+        if len(out) >= limit:
+            break
+        record = wire.unpack_claim(claim)
+        says = _says(record)
+        if any(_same(says, s) for s in said):
+            continue
+        if policy == "fill" and {q["event"] for q in record["quotes"]} & rule_events:
+            continue
+        out.append(claim)
+        said.append(says)
+    return {"claims": out}
+
+
+def text_only(task: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The wire v4 answer (text only) of a consolidate or reflect sample's verified wire answer:
+    a v4 one as it is; an older one (the canonical shape, ids written by the model) without its
+    ids, which the codec then reads from the text."""
+    if task == "consolidate":
+        return {"observations": [o["statement"] if isinstance(o, dict) else o
+                                 for o in answer["observations"]]}
+    return {"answer": answer["answer"]}
+
+
+def _claim_limit(schema: dict[str, Any]) -> int:
+    return int(schema["properties"]["claims"].get("maxItems", 0))
+
+
+def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any],
+                policies: dict[str, str], name: str) -> dict[str, Any]:
+    """The hybrid's sample for one row from the rules' and the model's samples of it."""
+    task = row["task"]
+    policy = policies[task]
+    seconds = round(float(rules["seconds"]) + float(model["seconds"]), 4)
+    if task != "extract" and policy != "derived":
+        source = rules if policy == "rules" else model
+        return {**source, "arm": name, "seconds": seconds}
+    schema = build_schema(task, row["input"])
+    if task == "extract":
+        merged = merge_extract(rules.get("wire"), model.get("wire"), policy,
+                               _claim_limit(schema))
+    elif model.get("wire") is None:  # the model's answer failed: nothing to read choices from
+        return {**model, "arm": name, "seconds": float(model["seconds"])}
+    else:
+        merged = text_only(task, model["wire"])
+        seconds = float(model["seconds"])  # the model alone: the rules do not run
+    raw = wire.dump_answer(task, merged)
+    sample: dict[str, Any] = {
+        "arm": name, "id": row["id"], "episode": row["episode"], "task": task,
+        "prompt_sha256": model["prompt_sha256"], "schema_sha256": model["schema_sha256"],
+        "max_tokens": model["max_tokens"], "seconds": seconds}
+    try:
+        result = codec.decode(task, row["input"], raw, finish_reason="stop", schema=schema)
+    except codec.CodecError as exc:
+        sample.update(attempts=[{"raw": raw, "finish_reason": "stop", "error": str(exc)}],
+                      status="failed", output=None, wire=None, diagnostics=[],
+                      error={"type": type(exc).__name__, "kind": exc.kind, "message": str(exc)})
+    else:
+        sample.update(attempts=[{"raw": raw, "finish_reason": "stop", "error": None}],
+                      status="first_try", output=result.output, wire=result.wire,
+                      diagnostics=result.diagnostics, error=None)
+    sample["verdicts"] = grade_sample(row, sample)
+    return sample
