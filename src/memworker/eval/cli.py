@@ -234,6 +234,7 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
     elif (out / "config.json").is_file():   # the configuration the samples were made with
         config = {**json.loads((out / "config.json").read_text("utf-8")),
                   "resummarised_with": {"arms": config["arms"], "limit": args.limit,
+                                        "corpus": config["corpus"],  # the rows graded now
                                         **({"tasks": config["tasks"]} if "tasks" in config
                                            else {})}}
     speed = {}

@@ -147,6 +147,12 @@ def set_header(name: str, summary: dict[str, Any]) -> list[str]:
              f"temperature {sampler.get('temperature')}, seed {sampler.get('seed')}, grammar "
              f"{'on' if sampler.get('grammar') else 'off'}, {sampler.get('retries')} retry; "
              f"arms graded: {', '.join(ordered_arms(summary.get('arms') or []))}."]
+    now = ((cfg.get("resummarised_with") or {}).get("corpus") or {})
+    if now.get("manifest_sha256") and now["manifest_sha256"] != corpus.get("manifest_sha256"):
+        lines[0] += (f" Regraded from the recorded answers against the rows of manifest "
+                     f"{_short(now['manifest_sha256'])} (ruler {summary.get('ruler', '1')}; "
+                     "receipts/regrade/README.md): the answers were made with the rows of the "
+                     "manifest above.")
     if argv:
         commit = git.get("commit")
         lines.append(f"Command (at commit {commit[:7] if commit else '?'}"
