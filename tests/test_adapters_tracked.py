@@ -20,7 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from memworker.receipts import ADAPTER_NOT_COMMITTED, adapter_problems, git_blob_sha256, tracked
+from memworker.receipts import (
+    ADAPTER_NOT_COMMITTED,
+    adapter_problems,
+    git_blob_sha256,
+    git_bytes,
+    tracked,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +38,7 @@ def _receipts() -> list[str]:
 
 
 def _receipt(rel: str) -> dict:
-    doc = json.loads(git_show(rel))
+    doc = json.loads(git_bytes(ROOT, rel))
     return doc if isinstance(doc, dict) else {}
 
 
@@ -53,11 +59,6 @@ def _adapters() -> dict[tuple[str, str], str]:
             else:  # scripts/release.sh's copy: <dir>/adapter/ beside <dir>/<stage>-receipt.json
                 out.setdefault((here, f"{here}/{student['stage']}-receipt.json"), rel)
     return out
-
-
-def git_show(rel: str) -> bytes:
-    return subprocess.run(["git", "show", f":{rel}"], cwd=ROOT, capture_output=True,
-                          check=True).stdout
 
 
 def test_every_named_adapter_is_tracked_with_its_receipts_sha256():

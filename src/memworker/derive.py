@@ -104,9 +104,11 @@ def restated(answer: str, items: list[tuple[str, str]]) -> set[str]:
     restates "The user allergic to cashews."; "The user is not allergic to cashews." does not)."""
     said = _words(answer)
     negations = said & _NEGATIONS
-    found = {i for i, body in items
-             if len(_words(body)) >= 2 and _words(body) <= said
-             and negations <= (_words(body) & _NEGATIONS)}
+    found = set()
+    for i, body in items:
+        words = _words(body)
+        if len(words) >= 2 and words <= said and negations <= words & _NEGATIONS:
+            found.add(i)
     return found if len(found) == 1 else set()
 
 

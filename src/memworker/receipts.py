@@ -136,11 +136,15 @@ def tracked(root: Path, under: str) -> set[str]:
     return {p for p in out.split("\0") if p}
 
 
+def git_bytes(root: Path, rel: str) -> bytes:
+    """The bytes git holds for `rel` (the index), not the file on disk."""
+    return subprocess.run(["git", "show", f":{rel}"], cwd=root, capture_output=True,
+                          check=True).stdout
+
+
 def git_blob_sha256(root: Path, rel: str) -> str:
     """sha256 of the bytes git holds for `rel` (the index), not of the file on disk."""
-    blob = subprocess.run(["git", "show", f":{rel}"], cwd=root, capture_output=True,
-                          check=True).stdout
-    return hashlib.sha256(blob).hexdigest()
+    return hashlib.sha256(git_bytes(root, rel)).hexdigest()
 
 
 def adapter_problems(root: Path, folder: str, receipt_rel: str | None = None) -> list[str]:
@@ -152,8 +156,7 @@ def adapter_problems(root: Path, folder: str, receipt_rel: str | None = None) ->
     files = tracked(root, folder) | tracked(root, receipt_rel)
     if receipt_rel not in files:
         return [f"{receipt_rel} is not tracked by git"]
-    receipt = json.loads(subprocess.run(["git", "show", f":{receipt_rel}"], cwd=root,
-                                        capture_output=True, check=True).stdout)
+    receipt = json.loads(git_bytes(root, receipt_rel))
     recorded = (receipt.get("adapter") or {}).get("files") or {}
     if not recorded:
         return [f"{receipt_rel} records no adapter files"]

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from memworker.textnorm import bare_name, is_user
+
 TABLE = Path(__file__).with_name("statements.yaml")
 KINDS = ("fact", "preference", "plan", "event", "belief", "relationship", "retraction")
 PHRASES = ("is", "to", "neg", "did")
@@ -42,17 +44,13 @@ def table() -> dict[str, Any]:
     return doc
 
 
-def _is_user(name: str) -> bool:
-    return name.strip().lower() in ("the user", "user")
-
-
 def _bare(name: str) -> str:
-    return name.split("(", 1)[0].strip() or name.strip()
+    return bare_name(name).strip() or name.strip()
 
 
 def _possessive(name: str) -> str:
-    bare = "the user" if _is_user(name) else _bare(name)
-    return bare + ("'" if bare.endswith("s") and not _is_user(name) else "'s")
+    bare = "the user" if is_user(name) else _bare(name)
+    return bare + ("'" if bare.endswith("s") and not is_user(name) else "'s")
 
 
 def _sentence(text: str) -> str:
@@ -88,9 +86,9 @@ def render(record: dict[str, Any], facts: list[dict[str, Any]] | None = None) ->
     predicate = record["predicate"]
     kind = record["kind"]
     ids = list(record.get("supersedes") or [])
-    inner = "the user" if _is_user(name) else name
-    fields = {"S": name, "N": _bare(name), "P": _possessive(name), "V": value, "s": inner,
-              "p": _possessive(name) if not _is_user(name) else "the user's",
+    possessive = _possessive(name)  # "the user's", "Thea's"
+    fields = {"S": name, "N": _bare(name), "P": possessive, "V": value,
+              "s": "the user" if is_user(name) else name, "p": possessive,
               "ids": f" ({', '.join(ids)})" if ids else "",
               "words": predicate.replace("_", " ").strip()}
     entry = doc["predicates"].get(predicate)
@@ -111,7 +109,7 @@ def render(record: dict[str, Any], facts: list[dict[str, Any]] | None = None) ->
         return _sentence((forms.get(kind) or forms["any"]).format(**fields))
     if not value:
         return _sentence(doc["kinds"]["no_value"].format(**fields, **{k: entry[k] for k in PHRASES}))
-    if predicate == "relationship" and _is_user(name) and "user" in entry:
+    if predicate == "relationship" and is_user(name) and "user" in entry:
         template = entry["user"]
     else:
         template = entry.get(kind) or doc["kinds"][kind]

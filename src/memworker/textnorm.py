@@ -20,6 +20,11 @@ def bare_name(name: str) -> str:
     return name.split(" (", 1)[0]
 
 
+def is_user(name: str) -> bool:
+    """The subject is the user, written "the user" or "user" (any case)."""
+    return name.strip().lower() in ("the user", "user")
+
+
 def mentions(text: str, phrase: str) -> bool:
     """Whole-word, case-insensitive occurrence of `phrase` in `text` ("npm" not in "pnpm")."""
     if not phrase:

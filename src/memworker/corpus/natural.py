@@ -85,6 +85,7 @@ from memworker.corpus.domains import GENERAL
 from memworker.hashing import sha256_file, write_jsonl
 from memworker.ontology import PREDICATES
 from memworker.spans import candidate_spans
+from memworker.textnorm import is_user, norm
 
 NATURAL_VERSION = "1.0.0"
 SPLIT = "test"
@@ -114,6 +115,8 @@ def training_split(conversation_id: str) -> str:
     split never depends on which other files exist), else `train`."""
     digest = int(hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()[:8], 16)
     return "val" if digest / 0xFFFFFFFF < VAL_SHARE else "train"
+
+
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?$")
 
 
@@ -466,8 +469,6 @@ def convention_problems(row: dict[str, Any]) -> list[str]:
     the window's events nor in its existing facts."""
     if row["task"] != "extract":
         return []
-    from memworker.textnorm import norm
-
     text = " ".join(e["text"] for e in row["input"]["events"]) + " " + " ".join(
         f["statement"] for f in row["input"]["existing_facts"])
     said = set(norm(text).split())
@@ -480,7 +481,7 @@ def convention_problems(row: dict[str, Any]) -> list[str]:
         if t.get("in_vocabulary", True) and pred not in PREDICATES:
             out.append(f"{where}: predicate not in the ontology and not marked `oov: true`")
         if (pred not in PREDICATES and re.fullmatch(r"[a-z_]+_of", pred)
-                and _is_user(t["value"] or "")):
+                and is_user(t["value"] or "")):
             out.append(f"{where}: a `<relation>_of` predicate; write (Name (the user's R), "
                        "relationship, R)")
         named, unnamed = _RELATION_SUBJECT.match(subject), _UNNAMED.match(subject)
@@ -501,18 +502,12 @@ def convention_problems(row: dict[str, Any]) -> list[str]:
 def _named_in(subject: str, said: set[str]) -> bool:
     """The user, an unnamed relative of theirs ("the user's mother"), or a name whose words all
     occur in `said` (the normalised words of the window and its facts)."""
-    from memworker.textnorm import norm
-
     named = _RELATION_SUBJECT.match(subject)
     bare = named.group("name") if named else subject
-    if _is_user(bare) or _UNNAMED.match(bare):
+    if is_user(bare) or _UNNAMED.match(bare):
         return True
     words = [w for w in norm(bare).split() if len(w) > 2 and w not in ("the", "user")]
     return all(w in said for w in words)
-
-
-def _is_user(name: str) -> bool:
-    return name.strip().lower() in ("the user", "user")
 
 
 def load_natural(source: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
