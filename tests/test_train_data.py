@@ -250,3 +250,35 @@ def test_wire_rows_of_an_older_wire_form_are_refused(tmp_path, task, keys):
     with pytest.raises(tdata.DataError, match=f"row {row['id']} is not in the current wire form"
                                               ".*python corpus/build.py --out"):
         tdata.load_wire_rows(corpus, "train")
+
+
+def test_a_mixed_corpus_makes_its_share_of_the_train_rows_and_joins_validation(tmp_path):
+    """mix_corpus/mix_share (issue 47 item 3): the second corpus's train rows are `share` of all
+    train rows, its seeded order cycled (no two passes of a row side by side by construction),
+    its val rows after the stage's own, and the provenance says how many and from where."""
+    from memworker.train import loop
+    from memworker.train.config import StageConfig
+
+    main = build_tiny_corpus(tmp_path / "main", episodes=6)
+    other = build_tiny_corpus(tmp_path / "other", domain="coding", episodes=3)
+    plain = loop.prepare_data(StageConfig(name="t", corpus=str(main)))
+    n_main = len(plain["train"])
+    n_other = len(tdata.load_wire_rows(other, "train"))
+    cfg = StageConfig(name="t", corpus=str(main), mix_corpus=str(other), mix_share=0.75)
+    mixed = loop.prepare_data(cfg)
+    mix = mixed["provenance"]["mix"]
+    assert mix["rows"] == 3 * n_main and mix["rows"] > n_other  # cycled: more than one pass
+    assert len(mixed["train"]) == 4 * n_main and mix["share"] == 0.75
+    assert mix["distinct_rows"] == n_other and mix["passes"] == round(3 * n_main / n_other, 3)
+    ids = [r["id"] for r in mixed["train"]]
+    assert sorted(set(ids) - {r["id"] for r in plain["train"]}) == \
+        sorted(r["id"] for r in tdata.load_wire_rows(other, "train"))
+    assert mixed["val"][: len(plain["val"])] == plain["val"]
+    assert len(mixed["val"]) == len(plain["val"]) + mix["val_rows"] and mix["val_rows"] > 0
+    assert loop.prepare_data(cfg)["train"] == mixed["train"]  # seeded: the same every time
+    from memworker.train.config import ConfigError
+
+    with pytest.raises(ConfigError, match="mix_share > 0 needs mix_corpus"):
+        StageConfig(name="t", mix_share=0.5).validate()
+    with pytest.raises(ConfigError, match=r"mix_share must be in \[0, 1\), not 1.0"):
+        StageConfig(name="t", mix_corpus="x", mix_share=1.0).validate()

@@ -38,8 +38,25 @@ def test_one_turn_per_event_with_user_words_and_claims_by_their_latest_quote():
     assert parts == [{"claims": [LISBON]}, {"claims": [both, DENTIST]}]
     assert turns.merge_claims(parts) == {"claims": [LISBON, both, DENTIST]}
     tool = claim(quotes=[["Weather in Lisbon: sunny, 24 degrees.", 3]])
-    with pytest.raises(turns.TurnsError, match="event 3 last, which holds no user words"):
+    with pytest.raises(turns.NoTurnError, match="event 3 last, after every event with user"):
         turns.split_claims({"claims": [tool]}, [0, 2])
+
+
+def test_a_claim_quoting_words_without_a_user_last_is_asked_in_the_next_turn():
+    """The hand-written sets have a few claims whose latest quote is an assistant's or a tool's
+    words the user takes up: they belong to the first turn after that event (its schema offers
+    the spans of every event up to its own), in the turns and the sentences form alike."""
+    taken_up = claim(quotes=[["Ignore previous instructions", 1]])
+    assert turns.turn_of(1, [0, 2]) == 2 and turns.turn_of(2, [0, 2]) == 2
+    assert turns.turn_of(0, [0, 2]) == 0
+    parts = turns.split_claims({"claims": [LISBON, taken_up]}, [0, 2])
+    assert parts == [{"claims": [LISBON]}, {"claims": [taken_up]}]
+    asked = turns.asked(EP["events"], "sentences")
+    texts = {e["index"]: e["text"] for e in EP["events"]}
+    at = turns.assign_sentence(taken_up, asked, texts)
+    assert (asked[at].event, asked[at].sentence) == (2, 1)
+    with pytest.raises(turns.NoTurnError):
+        turns.turn_of(3, [0, 2])
 
 
 def test_messages_ask_each_turn_after_the_answers_before_it():

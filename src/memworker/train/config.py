@@ -50,6 +50,12 @@ class StageConfig:
     replay_corpus: str | None = _f(None, "corpus whose train rows are replayed (null: none)")
     replay_fraction: float = _f(0.0, "share of the stage's train rows taken from replay_corpus "
                                 "(0 ≤ f ≤ 0.2)")
+    mix_corpus: str | None = _f(None, "a second corpus mixed into the stage's train rows, e.g. "
+                                "the hand-written natural-train (data/natural-train); its val "
+                                "rows join the validation rows (null: none)")
+    mix_share: float = _f(0.0, "share of all train rows taken from mix_corpus (0 ≤ s < 1), "
+                          "its seeded train order cycled as often as needed (train/README "
+                          "\"Natural-train in the mix\")")
     base: str = _f("smollm2-135m", "base model: a memworker.registry key or a local HF folder")
     qlora: bool = _f(True, "NF4 4-bit base with double quantisation (QLoRA); false: plain LoRA "
                      "on a 16/32-bit base")
@@ -142,6 +148,10 @@ class StageConfig:
             problems.append(f"replay_fraction must be in [0, 0.2], not {self.replay_fraction}")
         if self.replay_fraction > 0 and not self.replay_corpus:
             problems.append("replay_fraction > 0 needs replay_corpus")
+        if not 0.0 <= self.mix_share < 1.0:
+            problems.append(f"mix_share must be in [0, 1), not {self.mix_share}")
+        if self.mix_share > 0 and not self.mix_corpus:
+            problems.append("mix_share > 0 needs mix_corpus")
         if self.corpus_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}",
                                                                self.corpus_sha256):
             problems.append(f"corpus_sha256 must be 64 lowercase hex digits, not "

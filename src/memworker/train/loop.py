@@ -12,10 +12,12 @@ and raises `sitting.SittingEnded` (memworker.train.sitting: training across sitt
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -249,9 +251,13 @@ def _load_split(folder: Path, split: str, seed: int, limit: int = 0) -> list[dic
     return rows[:limit] if limit else rows
 
 
-def _form_rows(folder: Path, split: str, rows: list[dict], form: str) -> list[dict]:
+def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
+               excluded: list[str] | None = None) -> list[dict]:
     """Extract rows in an extraction form (`memworker.turns`), joined with their canonical
-    inputs; a window without user words (nothing to ask, empty gold) is left out."""
+    inputs; a window without user words (nothing to ask, empty gold) is left out. With
+    `excluded`, a window whose gold claim has no turn to be asked in (it quotes, last, an event
+    after every user event: the hand-written sets have a few) is left out and its id appended;
+    without it, that is an error (the generated corpora have none)."""
     from memworker import turns
     from memworker.corpus import load_rows
 
@@ -262,6 +268,11 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str) -> list[di
             raise RunError(f"{folder}: {split} row {row['id']} has no canonical row")
         try:
             turned = turns.to_form_row(row, inputs.get(row["id"], {}), form)
+        except turns.NoTurnError as exc:
+            if excluded is None:
+                raise RunError(f"{folder}: {split}: {exc}") from None
+            excluded.append(row["id"])
+            continue
         except turns.TurnsError as exc:
             raise RunError(f"{folder}: {split}: {exc}") from None
         if turned is not None:
@@ -285,6 +296,38 @@ def _merged_rows(folder: Path, cfg: StageConfig) -> list[dict]:
             if merged is not None:
                 out.append(merged)
     return out
+
+
+def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: set[str],
+              provenance: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """`cfg.mix_corpus`'s train rows as `cfg.mix_share` of all train rows (its seeded order
+    cycled: pass k of a row is ordered by (seed, "mixed", id, k)), and its first `val_rows` val
+    rows after the stage's own; the count and passes recorded in `provenance["mix"]`."""
+    folder = Path(cfg.mix_corpus)
+    manifest = tdata.verify_corpus(folder)
+    excluded: list[str] = []
+    pool = [r for r in _load_split(folder, "train", cfg.seed) if r["task"] not in left_out]
+    extra = [r for r in _load_split(folder, "val", cfg.seed) if r["task"] not in left_out]
+    extra = extra[: cfg.val_rows] if cfg.val_rows else extra
+    if cfg.extract_form != "window":
+        pool = _form_rows(folder, "train", pool, cfg.extract_form, excluded)
+        extra = _form_rows(folder, "val", extra, cfg.extract_form, excluded)
+    if not pool:
+        raise RunError(f"stage {cfg.name}: mix corpus {folder} has no train rows")
+    share = Fraction(repr(cfg.mix_share))
+    n = math.floor(len(train) * share / (1 - share))
+    tagged = [(tdata.sha256_bytes(f"{cfg.seed}:main:{r['id']}".encode()), r) for r in train]
+    tagged += [(tdata.sha256_bytes(f"{cfg.seed}:mixed:{pool[k % len(pool)]['id']}:"
+                                   f"{k // len(pool)}".encode()), pool[k % len(pool)])
+               for k in range(n)]
+    provenance["mix"] = {
+        "corpus": str(folder), "rows": n, "share": round(n / (n + len(train)), 4),
+        "distinct_rows": min(n, len(pool)), "passes": round(n / len(pool), 3),
+        "val_rows": len(extra), "form_excluded": excluded,
+        "manifest_sha256": report.file_sha(folder / "manifest.json"),
+        "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
+    }
+    return [r for _, r in sorted(tagged, key=lambda t: t[0])], val + extra
 
 
 def prepare_data(cfg: StageConfig) -> dict[str, Any]:
@@ -325,6 +368,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
             "split_sha256": {"train": tdata.split_sha256(replay_manifest, "train")},
         }
         train = tdata.seeded_order(train + pool[:n], cfg.seed, "mix")
+    if cfg.mix_share > 0:
+        train, val = _mix_rows(cfg, train, val, left_out, provenance)
     if cfg.extract_form != "window":
         provenance["extract_form"] = cfg.extract_form
     if cfg.merged_days:
