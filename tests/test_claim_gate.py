@@ -14,9 +14,10 @@ import json
 
 import pytest
 
-from memworker.eval import confidence, runner
+from memworker.eval import runner
 from memworker.eval.cli import main as eval_main
 from memworker.eval.cli import planned_config
+from memworker.eval.studies import confidence
 from memworker.inference import codec
 from memworker.inference.backends import (
     BackendError,

@@ -1,4 +1,4 @@
-"""eval/claims.py: which part of an arm's extract claims is wrong (field by field, on the
+"""eval/studies/claims.py: which part of an arm's extract claims is wrong (field by field, on the
 distinct claims that cite a source event), read from an evaluation folder."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from memworker.eval import runner
-from memworker.eval.claims import arm_breakdowns, breakdown
 from memworker.eval.cli import main as eval_main
+from memworker.eval.studies.claims import arm_breakdowns, breakdown
 from tests.test_eval_grade import ANA, EXTRACT, PORTO, claim
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,14 +44,14 @@ def test_a_rules_evaluation_folder_is_read_with_the_graders_support(tiny_corpus,
     assert max(t["subject"], t["predicate"], t["value"], t["kind"]) <= t["cite_source"]
     assert t["rows"] == sum(1 for s in runner.read_samples(out / runner.SAMPLES)
                             if s["task"] == "extract")
-    cli = subprocess.run([sys.executable, "eval/claims.py", "--out", str(out), "--arm", "rules",
-                          "--json", str(tmp_path / "c.json")], cwd=ROOT, capture_output=True,
-                         text=True)
+    cli = subprocess.run([sys.executable, "eval/studies/claims.py", "--out", str(out), "--arm",
+                          "rules", "--json", str(tmp_path / "c.json")], cwd=ROOT,
+                         capture_output=True, text=True)
     assert cli.returncode == 0, cli.stderr
     assert json.loads((tmp_path / "c.json").read_text())["arms"]["rules"] == t
-    bad = subprocess.run([sys.executable, "eval/claims.py", "--out", str(out), "--arm", "nope"],
-                         cwd=ROOT, capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "eval/studies/claims.py", "--out", str(out), "--arm",
+                          "nope"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "no samples of arm(s) nope" in bad.stderr
-    none = subprocess.run([sys.executable, "eval/claims.py", "--out", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True)
+    none = subprocess.run([sys.executable, "eval/studies/claims.py", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True)
     assert none.returncode == 2 and "no config.json" in none.stderr

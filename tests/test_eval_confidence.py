@@ -1,5 +1,5 @@
-"""eval/confidence.py: a claim's score from its fields' token log-probabilities, and support and
-coverage with the unsure claims dropped (alone and beside the rules); no model runs."""
+"""eval/studies/confidence.py: a claim's score from its fields' token log-probabilities, and support
+and coverage with the unsure claims dropped (alone and beside the rules); no model runs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from memworker.eval import confidence, hybrid, runner
+from memworker.eval import runner
 from memworker.eval.cli import main as eval_main
+from memworker.eval.studies import confidence, hybrid
 from memworker.hashing import canonical_json
 from memworker.inference import codec
 from tests.helpers import token_pieces
@@ -185,8 +186,8 @@ def test_a_hybrid_keeps_only_the_models_surest_claims_beside_the_rules(tiny_corp
 
 
 def test_a_sweep_reads_each_threshold_against_the_rules(tiny_corpus, tmp_path, capsys):
-    """`eval/hybrid.py --sweep`: per threshold, what a claim gate would score against the rules
-    (the oracle's every token is at log p 0: a threshold of 0 keeps every claim, 0.5 none)."""
+    """`eval/studies/hybrid.py --sweep`: per threshold, what a claim gate would score against the
+    rules (the oracle's every token is at log p 0: a threshold of 0 keeps every claim, 0.5 none)."""
     out = _oracle_folder(tiny_corpus, tmp_path)
     policies = {"extract": "model", "consolidate": "rules", "reflect": "rules"}
     keep, none = hybrid.sweep(out, "oracle", [0.0, 0.5], policies, resamples=200)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memworker.contracts import validate_input
-from memworker.eval import external as X
 from memworker.eval import runner
+from memworker.eval.studies import external as X
 
 FIXTURE = Path(__file__).parent / "fixtures" / "locomo_small.json"
 
@@ -310,7 +310,8 @@ def _fake_release(tmp_path, worker):
 
 
 def test_release_worker_runs_the_student_as_the_store_does(tmp_path):
-    from memworker.eval import external, runner
+    from memworker.eval import runner
+    from memworker.eval.studies import external
 
     folder, gguf = _fake_release(tmp_path, {"extract_form": "turns", "propose": True,
                                             "claim_gate": "first(predicate)+first(value)>=-0.055"})
@@ -323,8 +324,9 @@ def test_release_worker_runs_the_student_as_the_store_does(tmp_path):
 
 
 def test_release_worker_needs_an_arm_holding_the_student(tmp_path):
-    from memworker.eval import external, runner
+    from memworker.eval import runner
     from memworker.eval.runner import EvalError
+    from memworker.eval.studies import external
 
     folder, _ = _fake_release(tmp_path, {"extract_form": "window"})
     other = tmp_path / "other.gguf"

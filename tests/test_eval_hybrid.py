@@ -1,5 +1,5 @@
-"""eval/hybrid.py: a hybrid rules-and-model worker's answers composed from an evaluation folder's
-rules and model arms (merged before the codec, graded by the same grader); no model runs."""
+"""eval/studies/hybrid.py: a hybrid rules-and-model worker's answers composed from an evaluation
+folder's rules and model arms (merged before the codec, graded by the same grader); no model runs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from memworker import wire
 from memworker.eval import runner
 from memworker.eval.cli import main as eval_main
-from memworker.eval.hybrid import compose
-from memworker.eval.rowtools import merge_extract
+from memworker.eval.studies.hybrid import compose
+from memworker.eval.studies.rowtools import merge_extract
 from memworker.hashing import canonical_json
 from memworker.inference import codec
 
@@ -90,7 +90,7 @@ def test_a_hybrid_folder_is_composed_graded_and_compared(tiny_corpus, tmp_path):
     assert config["hybrid"]["policies"]["extract"] == "union"
     assert "hybrid" in (to / "report.md").read_text()
 
-    cli = subprocess.run([sys.executable, "eval/hybrid.py", "--out", str(out), "--model",
+    cli = subprocess.run([sys.executable, "eval/studies/hybrid.py", "--out", str(out), "--model",
                           "oracle", "--to", str(tmp_path / "cli"), "--extract", "fill",
                           "--resamples", "100"], cwd=ROOT, capture_output=True, text=True)
     assert cli.returncode == 0, cli.stderr
@@ -106,12 +106,12 @@ def test_bad_requests_get_a_clear_error(tiny_corpus, tmp_path, args, message):
     assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),
                       "--out", str(out), "--no-progress", "--no-plots"]) == 0
     _oracle_samples(tiny_corpus, out)
-    cli = subprocess.run([sys.executable, "eval/hybrid.py", "--out", str(out), "--to",
+    cli = subprocess.run([sys.executable, "eval/studies/hybrid.py", "--out", str(out), "--to",
                           str(tmp_path / "x"), *args], cwd=ROOT, capture_output=True, text=True)
     assert cli.returncode == 2 and message in cli.stderr
-    none = subprocess.run([sys.executable, "eval/hybrid.py", "--out", str(tmp_path), "--model",
-                           "m", "--to", str(tmp_path / "y")], cwd=ROOT, capture_output=True,
-                          text=True)
+    none = subprocess.run([sys.executable, "eval/studies/hybrid.py", "--out", str(tmp_path),
+                           "--model", "m", "--to", str(tmp_path / "y")], cwd=ROOT,
+                          capture_output=True, text=True)
     assert none.returncode == 2 and "no config.json" in none.stderr
 
 
@@ -121,7 +121,7 @@ def test_derived_reads_the_choices_from_the_models_own_text(tiny_corpus, tmp_pat
     (here: the gold with its citations and supports replaced) gets them right once they are
     read from its text; as it is, it does not. On a wire v4 sample (text only) it is the model's
     answer as the codec already read it."""
-    from memworker.eval.rowtools import text_only
+    from memworker.eval.studies.rowtools import text_only
 
     out = tmp_path / "ev"
     assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),

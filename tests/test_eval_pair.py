@@ -1,5 +1,5 @@
-"""eval/pair.py: two arms of two evaluation folders summarised together, paired on the rows both
-ran; folders of another set, corpus or sampler are refused."""
+"""eval/studies/pair.py: two arms of two evaluation folders summarised together, paired on the rows
+both ran; folders of another set, corpus or sampler are refused."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memworker.eval.cli import main as eval_main
-from memworker.eval.pair import load_pair, main
 from memworker.eval.runner import EvalError
+from memworker.eval.studies.pair import load_pair, main
 from tests.test_eval_hybrid import _oracle_samples
 
 
@@ -60,4 +60,5 @@ def test_folders_that_are_not_one_comparison_are_refused(tiny_corpus, tmp_path, 
     with pytest.raises(EvalError, match="expected NAME=FOLDER:ARM"):
         load_pair([f"{a}:rules", f"t={turns}:rules"])
     assert main(["--arm", f"a={a}:rules", "--arm", f"x={test}:rules"]) == 2
-    assert "eval/pair.py: error: the folders evaluate different sets" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "eval/studies/pair.py: error: the folders evaluate different sets" in err

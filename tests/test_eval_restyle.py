@@ -1,12 +1,12 @@
-"""eval/restyle.py: the same conversation in fewer, longer messages, labels carried over."""
+"""eval/studies/restyle.py: the same conversation in fewer, longer messages, labels carried over."""
 
 from __future__ import annotations
 
 import copy
 
 from memworker.corpus.audit import audit_row
-from memworker.eval import restyle
 from memworker.eval.runner import load_eval_rows
+from memworker.eval.studies import restyle
 from memworker.packing import merge_row
 
 

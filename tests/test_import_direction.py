@@ -21,7 +21,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #:   packing (training rows in fewer, longer messages) is part of it;
 #: train and eval: the stages, side by side, neither importing the other;
 #: export above eval (the release gate reads eval's metrics), never importing training code; the
-#:   report (the notebook, read from receipts) beside it;
+#:   report (the notebook, read from receipts) and the studies (`memworker.eval.studies`: one-off
+#:   measurements through the evaluator's grader and summariser, which never imports them)
+#:   beside it;
 #: pipeline: the main job, above everything.
 LAYERS: dict[str, tuple[int, str]] = {
     "memworker": (0, "core"),
@@ -30,6 +32,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "memworker.packing": (2, "corpus"),
     "memworker.train": (3, "train"),
     "memworker.eval": (3, "eval"),
+    "memworker.eval.studies": (4, "studies"),
     "memworker.export": (4, "export"),
     "memworker.report": (4, "report"),
     "memworker.pipeline": (5, "pipeline"),
@@ -147,6 +150,8 @@ def test_no_modules_import_each_other():
     (("memworker.inference.codec", "memworker.corpus.build"), "inference"),
     (("memworker.train.loop", "memworker.eval.grade"), "train"),
     (("memworker.eval.summary", "memworker.export.gate"), "eval"),
+    (("memworker.eval.runner", "memworker.eval.studies.rowtools"), "eval"),
+    (("memworker.eval.studies.external", "memworker.export.release"), "studies"),
     (("memworker.export.release", "memworker.train.config"), "export"),
 ])
 def test_the_checks_see_a_planted_upward_import_and_circle(planted, part):

@@ -86,7 +86,7 @@ def test_every_section_with_its_input(tmp_path):
     receipts = tmp_path / "receipts"
     shutil.copytree(REPO / "receipts", receipts)
     (receipts / "live-summary.json").write_text(json.dumps(_live_summary()))
-    from memworker.eval import external
+    from memworker.eval.studies import external
 
     assert external.main(["--locomo", str(FIXTURE), "--arm", "rules", "--window", "4",
                           "--questions", "-1", "--out", str(tmp_path / "ext"), "--no-progress",

@@ -8,7 +8,7 @@ after them often said the right thing (its answers state the expected answer in 
 Reading the choice back from the text is the extract rule again (a claim's event is read from its
 quote, not written by the model): this module is that rule for the other two tasks, as pure
 functions of an answer and its request. The codec applies it (wire v4, `memworker.wire`: the
-model writes only the observations' statements and the answer text); `eval/hybrid.py
+model writes only the observations' statements and the answer text); `eval/studies/hybrid.py
 --consolidate derived --reflect derived` applies it to the samples of an older wire.
 
 - `derive_citations(answer, evidence, question)`: the evidence items the answer states — the

@@ -7,8 +7,8 @@ assistant replies between them, becomes one message: their texts joined in order
 at the first one's time; the assistant replies inside the run are left out; tool output,
 untrusted text and other days stay as they were. Every gold claim and world-state fact keeps its
 quotes (still exact spans of the merged message) and points to the merged message's index; the
-facts to find do not change. Used by `eval/restyle.py` (the design set: val rows rewritten) and
-by training (`merged_days`: a share of the train windows also trained merged; train/README
+facts to find do not change. Used by `eval/studies/restyle.py` (the design set: val rows rewritten)
+and by training (`merged_days`: a share of the train windows also trained merged; train/README
 "Longer messages").
 """
 

@@ -17,8 +17,8 @@ Inputs (paths relative to the repository root unless given):
   evaluator's summaries).
 - live vs isolated: `receipts/live-summary.json` (`python eval/live.py … --out DIR`, then copy
   `DIR/summary.json`).
-- external diagnostic: `receipts/external-summary.json` (`python eval/external.py … --out DIR`,
-  then copy `DIR/summary.json`).
+- external diagnostic: `receipts/external-summary.json` (`python eval/studies/external.py …
+  --out DIR`, then copy `DIR/summary.json`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 
 from memworker.eval import results
 from memworker.eval.grade import PRIMARY, TEMPORAL_CLASSES
-from memworker.eval.summary import TASKS, metric_tables
+from memworker.eval.plots import task_bars
+from memworker.eval.summary import metric_tables
 from memworker.hashing import sha256_file
 from memworker.receipts import RELEASE_RECEIPT as RELEASE
 
@@ -156,8 +157,8 @@ class Inputs:
     def external(self) -> tuple[dict[str, Any] | None, str | None]:
         doc, why = self._json(self.receipts / EXTERNAL)
         if doc is None:
-            return None, why + (" (python eval/external.py --locomo FILE … --out DIR; copy "
-                                "DIR/summary.json there)")
+            return None, why + (" (python eval/studies/external.py --locomo FILE … --out DIR; "
+                                "copy DIR/summary.json there)")
         return doc, None
 
 
@@ -296,10 +297,6 @@ def show_losses(inputs: Inputs) -> None:
     plt.close(fig)
 
 
-def _entry(summary: dict[str, Any], arm: str, task: str) -> dict[str, Any] | None:
-    return summary["metrics"].get(arm, {}).get(task, {}).get("metrics", {}).get(PRIMARY[task])
-
-
 def show_tasks(inputs: Inputs) -> None:
     import matplotlib.pyplot as plt
 
@@ -308,32 +305,12 @@ def show_tasks(inputs: Inputs) -> None:
         not_available(why)
         return
     for set_name, summary in evs.items():
-        arms = summary["arms"]
         # the same table as the README's results block (memworker.eval.results)
         _md("\n".join([*results.set_header(set_name, summary), "",
                        *results.set_table(summary)]))
         fig, ax = plt.subplots(figsize=(7.0, 3.2))
-        width = 0.8 / max(len(arms), 1)
-        for k, arm in enumerate(arms):
-            xs, ys, lo, hi = [], [], [], []
-            for t, task in enumerate(TASKS):
-                e = _entry(summary, arm, task)
-                if not e or e["value"] is None:
-                    continue
-                ci = e["ci"] or [e["value"], e["value"]]
-                xs.append(t + (k - (len(arms) - 1) / 2) * width)
-                ys.append(e["value"])
-                lo.append(e["value"] - ci[0])
-                hi.append(ci[1] - e["value"])
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=arm)
-        ax.set_xticks(range(len(TASKS)), [
-            f"{t}\n({PRIMARY[t]}, n={summary['rows_per_task'].get(t, 0)})" for t in TASKS],
-            fontsize=8)
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel("score (95 % interval)")
-        ax.set_title(f"set {set_name}: primary metric per task", fontsize=9)
-        ax.legend(fontsize=8)
-        ax.grid(axis="y", alpha=0.3)
+        task_bars(ax, summary, title=f"set {set_name}: primary metric per task",
+                  ylabel="score (95 % interval)", title_size=9)
         fig.tight_layout()
         plt.show()
         plt.close(fig)

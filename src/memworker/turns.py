@@ -42,13 +42,13 @@ event that holds user words, the sentence quoted in the turn's line
 (`Event [3], sentence 2: "…" Its claims.`). A claim belongs to the sentence of its latest event
 that holds the end of its last quote from that event (`assign_sentence`). Why: the turns-form
 student writes about one claim per answer whatever the message holds, so when a conversation comes
-in fewer, longer messages it finds fewer facts (val, `eval/restyle.py`: coverage 0.094 as the
-corpus packs it, 0.024 with each day's messages merged; train/README "Longer messages"); the rules,
-which read sentence by sentence, do not move. Asked per sentence, the same words give the same
-questions however they are packed into messages. Sentences are split as `memworker.spans` splits
-them (so a gold quote, a clause or a sentence, lies in one; a quote over several sentences, such as
-a whole multi-sentence message, belongs to the last one it touches), and each turn's schema still
-offers the spans of every event up to its own.
+in fewer, longer messages it finds fewer facts (val, `eval/studies/restyle.py`: coverage 0.094 as
+the corpus packs it, 0.024 with each day's messages merged; train/README "Longer messages"); the
+rules, which read sentence by sentence, do not move. Asked per sentence, the same words give the
+same questions however they are packed into messages. Sentences are split as `memworker.spans`
+splits them (so a gold quote, a clause or a sentence, lies in one; a quote over several sentences,
+such as a whole multi-sentence message, belongs to the last one it touches), and each turn's schema
+still offers the spans of every event up to its own.
 
 `FORMS`: the extraction forms a student can be trained and evaluated in — "window" (one call,
 one answer), "turns", "walk", "sentences" (`train/run.py --extract-form`, `eval/run.py

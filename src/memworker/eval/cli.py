@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from memworker.contracts import TASKS
-from memworker.eval import runner
+from memworker.eval import plots, runner
 from memworker.eval import summary as S
 from memworker.eval.judge import run_judge
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
@@ -78,11 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(memworker.inference.gate; e.g. "
                         "'student=first(predicate)+first(value)>=-0.249', or just "
                         "'student=-0.249'); a threshold is one model's own, chosen on val with "
-                        "eval/confidence.py; repeatable")
+                        "eval/studies/confidence.py; repeatable")
     p.add_argument("--logprobs", action="store_true",
                    help="model arms record each answer token's log-probability in the samples "
                         "(GGUF; an Ollama or OpenAI-compatible server that returns them); the "
-                        "answers do not change; for `eval/confidence.py`")
+                        "answers do not change; for `eval/studies/confidence.py`")
     return p
 
 
@@ -256,7 +256,7 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
                                       "utf-8")
     (out / "report.md").write_text(S.report_markdown(summary), "utf-8")
     if not args.no_plots:
-        S.plot(summary, out)
+        plots.plot(summary, out)
     if args.into_receipt:
         try:
             S.merge_into_receipt(args.into_receipt, args.set, summary, args.release,
@@ -267,7 +267,7 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
     for arm in names:
         parts = []
         for t in S.TASKS:
-            entry = summary["metrics"][arm].get(t, {}).get("metrics", {}).get(S.PRIMARY[t])
+            entry = S.primary_entry(summary, arm, t)
             if entry and entry["value"] is not None:
                 parts.append(f"{t} {entry['value']:.3f} (n={entry['n_rows']})")
         heads.append(f"{arm}: " + ", ".join(parts))

@@ -158,8 +158,8 @@ EVERY_ARM = "*"
 
 
 def add_propose_option(parser: Any) -> None:
-    """The `--propose [ARM]` option of eval/run.py, eval/restyle.py and eval/live.py (values for
-    `assign_proposals`)."""
+    """The `--propose [ARM]` option of eval/run.py, eval/studies/restyle.py and eval/live.py
+    (values for `assign_proposals`)."""
     parser.add_argument("--propose", action="append", nargs="?", const=EVERY_ARM, default=None,
                         metavar="ARM",
                         help="turns forms: the arm ARM (without ARM: every model arm) answers "

@@ -1,4 +1,5 @@
-"""From samples to `summary.json`, `report.md`, PNG plots, and the release receipt's section.
+"""From samples to `summary.json`, `report.md` and the release receipt's section (the PNG plots:
+`memworker.eval.plots`).
 
 Samples are re-graded here from their stored outputs (so a grader fix applies to old runs);
 metrics are ratios of sums with a 95 % cluster-bootstrap interval (clusters = episodes), and
@@ -26,7 +27,7 @@ from memworker.eval.grade import (
     SAFETY_COUNTERS,
     TEMPORAL_CLASSES,
 )
-from memworker.eval.runner import grade_sample
+from memworker.eval.runner import Grader, grade_sample
 from memworker.hashing import write_json
 from memworker.receipts import RELEASE_KIND
 
@@ -91,22 +92,34 @@ def paired_metric(a: dict[str, Any], b: dict[str, Any], ids: list[str], metric: 
     return item
 
 
-def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
-              config: dict[str, Any], speed: dict[str, Any] | None = None,
-              resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0,
-              judge: dict[str, Any] | None = None,
-              grader: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = grade_sample,
-              primary: dict[str, str] | None = None) -> dict[str, Any]:
-    """Every arm's samples graded (`grader`: the evaluator's own, or another set's, e.g. the
-    external diagnostic's) and summarised: metrics with intervals, paired comparisons,
-    z-scores of each task's `primary` metric, temporal and safety counts, speed."""
-    primary = primary or PRIMARY
+def grade_arms(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str],
+               grader: Grader = grade_sample) -> dict[str, dict[str, dict[str, Any]]]:
+    """arm -> row id -> verdict: every sample of one of `arms` whose row is in `rows`, graded by
+    `grader` (the evaluator's own, or another set's, e.g. the external diagnostic's)."""
     by_id = {r["id"]: r for r in rows}
     graded: dict[str, dict[str, dict[str, Any]]] = {a: {} for a in arms}
-    seconds: dict[str, list[tuple[str, float]]] = {a: [] for a in arms}
     for s in samples:
         if s["arm"] in graded and s["id"] in by_id:
             graded[s["arm"]][s["id"]] = grader(by_id[s["id"]], s)
+    return graded
+
+
+def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
+              config: dict[str, Any], speed: dict[str, Any] | None = None,
+              resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0,
+              judge: dict[str, Any] | None = None, grader: Grader = grade_sample,
+              primary: dict[str, str] | None = None,
+              graded: dict[str, dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Every arm's samples graded (`grade_arms` with `grader`, unless `graded` holds its result
+    already) and summarised: metrics with intervals, paired comparisons, z-scores of each task's
+    `primary` metric, temporal and safety counts, speed."""
+    primary = primary or PRIMARY
+    by_id = {r["id"]: r for r in rows}
+    if graded is None:
+        graded = grade_arms(rows, samples, arms, grader)
+    seconds: dict[str, list[tuple[str, float]]] = {a: [] for a in arms}
+    for s in samples:
+        if s["arm"] in seconds and s["id"] in by_id:
             seconds[s["arm"]].append((s["task"], s["seconds"]))
     metrics: dict[str, Any] = {}
     temporal: dict[str, Any] = {}
@@ -197,6 +210,14 @@ def _score(verdict: dict[str, Any], metric: str) -> float:
     return num / den if den else 0.0
 
 
+def primary_entry(summary: dict[str, Any], arm: str, task: str,
+                  primary: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """An arm's entry of a task's `primary` metric (default: the evaluator's) in a summary
+    (value, interval, n, num/den), or None where it has none."""
+    metric = (primary or PRIMARY)[task]
+    return summary["metrics"].get(arm, {}).get(task, {}).get("metrics", {}).get(metric)
+
+
 # --- report.md ----------------------------------------------------------------------------------
 
 def _value(entry: dict[str, Any] | None) -> str:
@@ -267,11 +288,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
                 lines.append(f"| {comp['label']} | {task} | {m} | {item['a']:.3f} | "
                              f"{item['b']:.3f} | {item['diff']:+.3f} {_fmt_ci(item['ci'])} | "
                              f"{mcs} | {item['n_rows']} ({item['n_episodes']}) |")
-    lines += ["", "## Schema", "", "| arm | first try | after retry | failed | rows |",
-              "|---|---|---|---|---|"]
-    for arm in arms:
-        s = summary["schema"][arm]
-        lines.append(f"| {arm} | {s['first_try']} | {s['retry']} | {s['failed']} | {s['rows']} |")
+    lines += ["", *schema_lines(summary)]
     lines += ["", "## Temporal errors (matched claims; before → after the codec's normalisation)",
               "", "| arm | dated pairs | " + " | ".join(TEMPORAL_CLASSES) + " |",
               "|---|---|" + "---|" * len(TEMPORAL_CLASSES)]
@@ -307,9 +324,24 @@ def report_markdown(summary: dict[str, Any]) -> str:
                   "| arm | judged same | judged | rows |", "|---|---|---|---|"]
         for arm, item in j.get("arms", {}).items():
             lines.append(f"| {arm} | {item['same']} | {item['judged']} | {item['rows']} |")
-    lines += ["", "## Metric definitions", ""]
-    lines += [f"- `{k}`: {v}" for k, v in METRIC_HELP.items()]
+    lines += definition_lines(METRIC_HELP)
     return "\n".join(lines) + "\n"
+
+
+def schema_lines(summary: dict[str, Any]) -> list[str]:
+    """report.md's `## Schema` table: per arm the rows accepted first try, after the retry,
+    failed (report.md, and the external diagnostic's)."""
+    lines = ["## Schema", "", "| arm | first try | after retry | failed | rows |",
+             "|---|---|---|---|---|"]
+    for arm in summary["arms"]:
+        s = summary["schema"][arm]
+        lines.append(f"| {arm} | {s['first_try']} | {s['retry']} | {s['failed']} | {s['rows']} |")
+    return lines
+
+
+def definition_lines(metric_help: dict[str, str]) -> list[str]:
+    """report.md's closing `## Metric definitions` list."""
+    return ["", "## Metric definitions", "", *(f"- `{k}`: {v}" for k, v in metric_help.items())]
 
 
 # --- the main job's text table --------------------------------------------------------------
@@ -364,72 +396,6 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
                          f"{diff['diff']:+.3f} {_fmt_ci(diff.get('ci'))}")
         lines.append("".join(cells).rstrip())
     return lines
-
-
-# --- plots --------------------------------------------------------------------------------------
-
-def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
-    """`tasks.png` (primary metric per task, bars per arm with 95 % intervals) and
-    `temporal.png` (temporal error classes per arm, before and after the codec)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    arms = summary["arms"]
-    paths = []
-    fig, ax = plt.subplots(figsize=(7.2, 3.8), dpi=110)
-    width = 0.8 / max(len(arms), 1)
-    for k, arm in enumerate(arms):
-        xs, ys, lo, hi = [], [], [], []
-        for t, task in enumerate(TASKS):
-            entry = summary["metrics"][arm].get(task, {}).get("metrics", {}).get(PRIMARY[task])
-            if not entry or entry["value"] is None:
-                continue
-            ci = entry["ci"] or [entry["value"], entry["value"]]
-            xs.append(t + (k - (len(arms) - 1) / 2) * width)
-            ys.append(entry["value"])
-            lo.append(entry["value"] - ci[0])
-            hi.append(ci[1] - entry["value"])
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=arm)
-    ax.set_xticks(range(len(TASKS)),
-                  [f"{t}\n({PRIMARY[t]}, n={summary['rows_per_task'].get(t, 0)})" for t in TASKS],
-                  fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("score (95 % bootstrap interval)")
-    ax.set_title(f"set {summary['config'].get('set')}: primary metric per task")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    paths.append(out_dir / "tasks.png")
-    fig.savefig(paths[-1], metadata={"Software": None})
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(7.2, 3.8), dpi=110)
-    width = 0.8 / max(2 * len(arms), 1)
-    top = 1
-    for k, arm in enumerate(arms):
-        t = summary["temporal"][arm]
-        color = f"C{k % 10}"
-        for j, stage in enumerate(("before", "after")):
-            off = (2 * k + j - (2 * len(arms) - 1) / 2) * width
-            counts = [t[stage][c] for c in TEMPORAL_CLASSES]
-            top = max(top, *counts)
-            ax.bar([i + off for i in range(len(TEMPORAL_CLASSES))], counts, width, color=color,
-                   hatch="//" if stage == "before" else None, alpha=0.55 if j == 0 else 1.0,
-                   label=f"{arm} {stage} (dated pairs={t['pairs']})")
-    ax.set_ylim(0, top * 1.15)
-    ax.set_xticks(range(len(TEMPORAL_CLASSES)), [c.replace("_", "\n") for c in TEMPORAL_CLASSES],
-                  fontsize=8)
-    ax.set_ylabel("matched claims")
-    ax.set_title("temporal errors before / after the codec's normalisation")
-    ax.legend(fontsize=7)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    paths.append(out_dir / "temporal.png")
-    fig.savefig(paths[-1], metadata={"Software": None})
-    plt.close(fig)
-    return paths
 
 
 # --- receipt ------------------------------------------------------------------------------------

@@ -60,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "release's worker")
     parser.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
                         help="the student's claim confidence gate (memworker.inference.gate; its "
-                             "threshold chosen on val with eval/confidence.py): recorded as the "
-                             "release's worker, named in the Modelfile; evaluate the student with "
-                             "the same gate (eval/run.py --claim-gate student=...)")
+                             "threshold chosen on val with eval/studies/confidence.py): "
+                             "recorded as the release's worker, named in the Modelfile; evaluate "
+                             "the student with the same gate (eval/run.py --claim-gate "
+                             "student=...)")
     parser.add_argument("--propose", action="store_true",
                         help="with a turns form and --claim-gate: every turn of the student "
                              "answers at least one claim for its gate to keep or drop; recorded "

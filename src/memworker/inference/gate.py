@@ -10,10 +10,10 @@ plus the first value token's). `ClaimGate(score, threshold).apply(result, inputs
 codec's result without the claims scoring below the threshold, and says so in its diagnostics and
 in `result.gate`.
 
-The threshold belongs to one model: it is chosen on the val split (`eval/confidence.py`, half A of
-the rows, read on half B) and travels with that model's release (its receipt and Modelfile). A
-backend that returns no log-probabilities cannot be gated: that is an error (`GateError`), never
-a silent pass of every claim.
+The threshold belongs to one model: it is chosen on the val split (`eval/studies/confidence.py`,
+half A of the rows, read on half B) and travels with that model's release (its receipt and
+Modelfile). A backend that returns no log-probabilities cannot be gated: that is an error
+(`GateError`), never a silent pass of every claim.
 
     gate = ClaimGate.parse("first(predicate)+first(value)>=-0.249")
     worker = MemWorkerBackend.from_gguf("student.gguf", claim_gate=gate, extract_form="turns")

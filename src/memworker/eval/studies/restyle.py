@@ -1,4 +1,4 @@
-"""`python eval/restyle.py`: does an extractor keep finding the same facts when the same
+"""`python eval/studies/restyle.py`: does an extractor keep finding the same facts when the same
 conversation is written in fewer, longer messages?
 
 The released student answers 146 of the natural set's 156 turns with no claim; the natural set
@@ -16,8 +16,9 @@ turns, turns with a claim, claims written (before the gate), claims kept, suppor
 rows' wording, not their labels, so it tells whether a training change carries over to longer
 messages without touching the natural or test sets.
 
-    python eval/restyle.py --arm g3=release/memworker-smollm2-135m-coding-q8_0.gguf --arm rules \\
-        --set val --limit 64 --extract-form turns --claim-gate "g3=first(predicate)+first(value)>=-0.14"
+    python eval/studies/restyle.py --arm g3=release/memworker-smollm2-135m-coding-q8_0.gguf \\
+        --arm rules --set val --limit 64 --extract-form turns \\
+        --claim-gate "g3=first(predicate)+first(value)>=-0.14"
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def _line(name: str, t: dict[str, int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="eval/restyle.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="eval/studies/restyle.py",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--arm", action="append", required=True, help="as eval/run.py (repeatable)")
     p.add_argument("--set", default="val", choices=DESIGN_SETS, help="a design split (val)")
     p.add_argument("--corpus", default="data/corpus")
@@ -169,6 +171,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  coverage rewritten − as is: {result['coverage_diff']:+.3f}"
                   + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""))
     except (EvalError, OSError, ValueError) as exc:
-        print(f"eval/restyle.py: error: {exc}", file=sys.stderr)
+        print(f"eval/studies/restyle.py: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -6,10 +6,10 @@ real conversations, not LoCoMo QA accuracy. See eval/README.md § External diagn
 Usage (from the repository root):
 
     # rules baseline only: 24 windows of 8 turns and 24 QA rows, seed 0
-    python eval/external.py --locomo /path/to/locomo10.json --arm rules --out runs/external
+    python eval/studies/external.py --locomo /path/to/locomo10.json --arm rules --out runs/external
 
     # base vs student vs rules, more windows, QA evidence with 2 distractor turns each
-    python eval/external.py --locomo /path/to/locomo10.json \\
+    python eval/studies/external.py --locomo /path/to/locomo10.json \\
         --arm base=release/base-q8_0.gguf --arm student=release/student-q8_0.gguf --arm rules \\
         --window 8 --windows 48 --questions 48 --distractors 2 --seed 0 --out runs/external
 
@@ -22,7 +22,7 @@ summary.json, report.md, config.json.
 
 import sys
 
-from memworker.eval.external import main
+from memworker.eval.studies.external import main
 
 if __name__ == "__main__":
     sys.exit(main())

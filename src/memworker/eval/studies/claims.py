@@ -1,4 +1,5 @@
-"""`python eval/claims.py --out <eval folder>`: which part of an arm's extract claims is wrong.
+"""`python eval/studies/claims.py --out <eval folder>`: which part of an arm's extract claims is
+wrong.
 
 The grader calls a claim *supported* only when subject, predicate family, value and kind all agree
 with one current fact, its quotes are exact and it cites a source event of that fact
@@ -15,8 +16,8 @@ answers), takes each arm's extract claims as the codec kept them, and counts per
   matches such a fact);
 - `supported`: the grader's own count over all claims, repeats included (its numerator).
 
-    python eval/claims.py --out receipts/eval/heldout
-    python eval/claims.py --out /tmp/val --arm student --json /tmp/val-claims.json
+    python eval/studies/claims.py --out receipts/eval/heldout
+    python eval/studies/claims.py --out /tmp/val --arm student --json /tmp/val-claims.json
 
 It reads and grades; it runs no model. Steer training on the train and val splits only: on the
 held-out, test and natural sets this is a description of a result, not a signal to tune to.
@@ -110,7 +111,7 @@ def arm_breakdowns(out_dir: Path, arms: list[str] | None = None) -> tuple[str, d
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="eval/claims.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="eval/studies/claims.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="an evaluation folder (eval/run.py --out)")
     p.add_argument("--arm", action="append", default=None, help="only this arm (repeatable)")
     p.add_argument("--json", default=None, help="also write the counts to this file")
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         set_name, found = arm_breakdowns(Path(args.out), args.arm)
     except (EvalError, OSError, KeyError, ValueError) as exc:
-        print(f"eval/claims.py: error: {exc}", file=sys.stderr)
+        print(f"eval/studies/claims.py: error: {exc}", file=sys.stderr)
         return 2
     print(f"extract claims of {args.out} (set {set_name}); subject..all_four count the distinct "
           "claims that cite a source event of a current fact")

@@ -1,4 +1,5 @@
-"""`python eval/pair.py`: two arms from two evaluation folders, compared on the rows both ran.
+"""`python eval/studies/pair.py`: two arms from two evaluation folders, compared on the rows both
+ran.
 
 A new candidate is judged against the committed student on val without running the committed one
 again: each folder's samples are re-graded by the same grader and summarised together
@@ -8,8 +9,8 @@ one evaluation had run both arms. The folders must hold the same set of the same
 the same sampler settings that matter for a comparison (extract form, max tokens cap, grammar);
 a difference is an error naming it. Runs no model; writes nothing unless `--to`.
 
-    python eval/pair.py --arm g3=receipts/eval/val-e20:g3 --arm e21=/tmp/e21/val:e21
-    python eval/pair.py --arm g3=/tmp/g3-gated:gated --arm e21=/tmp/e21-gated:gated --to DIR
+    python eval/studies/pair.py --arm g3=receipts/eval/val-e20:g3 --arm e21=/tmp/e21/val:e21
+    python eval/studies/pair.py --arm g3=/tmp/g3-gated:gated --arm e21=/tmp/e21-gated:gated --to DIR
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="eval/pair.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="eval/studies/pair.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--arm", action="append", required=True, metavar="NAME=FOLDER:ARM",
                    help="an arm of an evaluation folder, under a name (twice; the second "
                         "minus the first is reported, unless one is named base or rules: that "
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows, samples, names, config = load_pair(args.arm)
     except (EvalError, OSError, ValueError) as exc:
-        print(f"eval/pair.py: error: {exc}", file=sys.stderr)
+        print(f"eval/studies/pair.py: error: {exc}", file=sys.stderr)
         return 2
     summary = S.summarise(rows, samples, names, config=config, resamples=args.resamples)
     comp = summary["comparisons"][0]

@@ -38,7 +38,9 @@ Reflection on QA rows: the question with its evidence turns as evidence items (t
 added), asked at the conversation's last session time. `reflect_answer` uses the evaluator's
 answer checker (`grade.answer_match`, key words of the expected answer); `reflect_citations`: a
 non-empty subset of the evidence turns; `reflect_abstention`: the insufficient-evidence flag is
-right (abstention rows: flag true, no citations); `reflect_correct`: all of them.
+right (abstention rows: flag true, no citations); `reflect_correct`: all of them. These are the
+evaluator's reflect rules (`grade.reflect_metrics`), and the summary is the evaluator's
+(`summary.grade_arms`, `summary.summarise`).
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ from typing import Any
 from memworker.eval import runner, stats
 from memworker.eval import summary as S
 from memworker.eval.cli import _gguf_hashes
-from memworker.eval.grade import answer_match
+from memworker.eval.grade import reflect_metrics, with_schema
 from memworker.eval.runner import EvalError, Sampler
-from memworker.eval.summary import metric_tables
+from memworker.eval.summary import definition_lines, metric_tables, schema_lines
 from memworker.hashing import sha256_file, write_json
 from memworker.prompts import template_hashes
 from memworker.receipts import environment
@@ -515,63 +517,45 @@ def grade_window(row: dict[str, Any], status: str, output: dict[str, Any] | None
 
 def grade_question(row: dict[str, Any], status: str, output: dict[str, Any] | None
                    ) -> dict[str, Any]:
+    """A QA row graded by the evaluator's reflect rules (`grade.reflect_metrics`): the row's
+    evidence turns are its gold citations, its answer the expected answer."""
     info = row["locomo"]
     answerable = info["answerable"]
-    gold = set(info["gold_citations"])
-    if output is None:
-        answer_ok = cites_ok = flag_ok = False
-    else:
-        cites = set(output["citations"])
-        flag_ok = output["insufficient_evidence"] == (not answerable) and (
-            answerable or not cites)
-        cites_ok = bool(cites) and cites <= gold
-        answer_ok = answerable and answer_match(
-            output["answer"], {"expected_answer": info["answer"], "value": info["answer"]},
-            row["input"]["question"])
-    correct = flag_ok and (not answerable or (answer_ok and cites_ok))
-    metrics = {"reflect_correct": [int(correct), 1], "reflect_abstention": [int(flag_ok), 1]}
-    if answerable:
-        metrics["reflect_answer"] = [int(answer_ok), 1]
-        metrics["reflect_citations"] = [int(cites_ok), 1]
-    return {"metrics": metrics, "counts": {"answerable": int(answerable),
-                                           "category": info["category"]}}
+    truth = {"answerable": answerable, "gold_citations": info["gold_citations"],
+             **({"expected_answer": info["answer"], "value": info["answer"]} if answerable
+                else {})}
+    return {"metrics": reflect_metrics(truth, output, row["input"]["question"]),
+            "counts": {"answerable": int(answerable), "category": info["category"]}}
 
 
 def grade_sample(row: dict[str, Any], sample: dict[str, Any]) -> dict[str, Any]:
     """Verdicts of one external row (the `grader` given to `runner.run_arm`)."""
     status, output = sample["status"], sample["output"]
     verdict = (grade_window if row["task"] == "extract" else grade_question)(row, status, output)
-    verdict["task"] = row["task"]
-    verdict["schema"] = status
-    verdict["metrics"] = {"schema_first_try": [int(status == "first_try"), 1],
-                          "schema_accepted": [int(status != "failed"), 1], **verdict["metrics"]}
-    return verdict
+    return with_schema(verdict, row["task"], status)
 
 
 # --- summary ------------------------------------------------------------------------------------
-
-#: the metric each task's z-scores use here (the evaluator's `PRIMARY` needs a structured truth)
-EXTERNAL_PRIMARY = {"extract": "extract_support", "reflect": "reflect_correct"}
-
 
 def summarise(rows: list[dict[str, Any]], samples: list[dict[str, Any]], arms: list[str], *,
               config: dict[str, Any], resamples: int = stats.DEFAULT_RESAMPLES,
               seed: int = 0) -> dict[str, Any]:
     """The evaluator's own summary (`memworker.eval.summary.summarise`: intervals over
-    conversations, paired comparisons, McNemar) with this diagnostic's grader, plus reflection
-    correctness per LoCoMo question category and the disclaimer."""
+    conversations, paired comparisons, McNemar; z-scores of each task's `PRIMARY` here, as the
+    evaluator's needs a structured truth) of the verdicts of this diagnostic's grader, plus
+    reflection correctness per LoCoMo question category and the disclaimer."""
+    graded = S.grade_arms(rows, samples, arms, grade_sample)
     summary = S.summarise(rows, samples, arms, config=config, resamples=resamples, seed=seed,
-                          grader=grade_sample, primary=EXTERNAL_PRIMARY)
-    by_id = {r["id"]: r for r in rows}
+                          graded=graded, primary=PRIMARY)
     categories: dict[str, Any] = {a: {} for a in arms}
-    for s in samples:
-        row = by_id.get(s["id"])
-        if s["arm"] not in categories or row is None or row["task"] != "reflect":
-            continue
-        entry = categories[s["arm"]].setdefault(str(row["locomo"]["category"]),
-                                                {"rows": 0, "correct": 0})
-        entry["rows"] += 1
-        entry["correct"] += grade_sample(row, s)["metrics"]["reflect_correct"][0]
+    for arm, verdicts in graded.items():
+        for verdict in verdicts.values():
+            if verdict["task"] != "reflect":
+                continue
+            entry = categories[arm].setdefault(str(verdict["counts"]["category"]),
+                                               {"rows": 0, "correct": 0})
+            entry["rows"] += 1
+            entry["correct"] += verdict["metrics"]["reflect_correct"][0]
     return {**summary, "kind": "memworker-external-diagnostic", "disclaimer": DISCLAIMER,
             "license": config.get("file", {}).get("license"),
             "conversations": summary["episodes"],
@@ -631,13 +615,8 @@ def report_markdown(summary: dict[str, Any]) -> str:
                                  f"{ci_text} | {'–' if not mc else format(mc['p'], '.3g')} | "
                                  f"{item['n_rows']} |")
         lines.append("")
-    lines += ["## Schema", "", "| arm | first try | after retry | failed | rows |",
-              "|---|---|---|---|---|"]
-    for arm in arms:
-        s = summary["schema"][arm]
-        lines.append(f"| {arm} | {s['first_try']} | {s['retry']} | {s['failed']} | {s['rows']} |")
-    lines += ["", "## Metric definitions", ""]
-    lines += [f"- `{k}`: {v}" for k, v in METRIC_HELP.items()]
+    lines += schema_lines(summary)
+    lines += definition_lines(METRIC_HELP)
     return "\n".join(lines) + "\n"
 
 
@@ -645,7 +624,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
 
 def build_parser() -> Any:
     p = argparse.ArgumentParser(
-        prog="eval/external.py",
+        prog="eval/studies/external.py",
         description="External diagnostic on a LoCoMo-format file (evaluation only, never "
                     "trained on; not LoCoMo QA accuracy): extraction windows scored against the "
                     "session observations, reflection on QA rows given their evidence turns.")
@@ -769,7 +748,7 @@ def _main(args: Any) -> int:
     for arm in names:
         parts = []
         for task in TASKS:
-            entry = summary["metrics"][arm].get(task, {}).get("metrics", {}).get(PRIMARY[task])
+            entry = S.primary_entry(summary, arm, task, PRIMARY)
             if entry and entry["value"] is not None:
                 parts.append(f"{PRIMARY[task]} {entry['value']:.3f} (n={entry['n_rows']})")
         heads.append(f"{arm}: " + ", ".join(parts))

@@ -1,5 +1,5 @@
-"""`python eval/confidence.py`: does the model's own probability tell its right extract claims from
-its wrong ones, and what would dropping the unsure ones score?
+"""`python eval/studies/confidence.py`: does the model's own probability tell its right extract
+claims from its wrong ones, and what would dropping the unsure ones score?
 
 Input: an evaluation folder whose model arm ran with `eval/run.py --logprobs` (every answer token's
 log-probability under the model, before the grammar) and a rules arm. For each claim the codec kept,
@@ -11,15 +11,15 @@ log-probability plus the first value token's). Printed:
 - the area under the ROC curve of each score (a supported claim ranked above an unsupported one);
 - for the chosen scores, at thresholds set by quantiles of the claim scores on half A of the rows,
   the support and coverage of (1) the model with the claims below the threshold dropped and (2) the
-  union of the rules' claims and those kept model claims (`eval/hybrid.py --extract union`), on
-  half A, half B and all rows, beside the rules. The halves split episodes by the parity of their
+  union of the rules' claims and those kept model claims (`eval/studies/hybrid.py --extract union`),
+  on half A, half B and all rows, beside the rules. The halves split episodes by the parity of their
   name's sha256, so a threshold can be chosen on A and read on B.
 
 Every figure is a regrade with the evaluator's own grader and codec (dropping claims is a function
 of the raw answer and its log-probabilities); no model runs. Choose on the val split only.
 
-    python eval/confidence.py --out /tmp/e15 --model student
-    python eval/confidence.py --out receipts/eval/val-e20 --model g3 --early-stop=-0.14
+    python eval/studies/confidence.py --out /tmp/e15 --model student
+    python eval/studies/confidence.py --out receipts/eval/val-e20 --model g3 --early-stop=-0.14
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.rowtools import compose_row, kept_claim_stats, surest
 from memworker.eval.runner import EvalError, grade_sample, load_eval_rows, read_samples
+from memworker.eval.studies.rowtools import compose_row, kept_claim_stats, surest
 from memworker.inference.gate import SCORES, Fields, claim_spans, field_stats
 
 __all__ = ["SCORES", "Fields", "claim_spans", "field_stats", "kept_claim_stats", "surest", "half",
@@ -114,7 +114,7 @@ class Rows:
                 if arm == "model":
                     counts = _counts(grade_sample(row, model)) if stats is not None \
                         else _counts(model["verdicts"])
-                else:   # the hybrid of eval/hybrid.py, composed the same way
+                else:   # the hybrid of eval/studies/hybrid.py, composed the same way
                     counts = _counts(compose_row(row, rules, model, {"extract": "union"},
                                                  "union")["verdicts"])
             total = [a + b for a, b in zip(total, counts, strict=True)]
@@ -191,7 +191,8 @@ def early_stop(samples: list[dict[str, Any]], model: str, threshold: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="eval/confidence.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="eval/studies/confidence.py",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="an evaluation folder (model arm run with "
                                                 "--logprobs, and a rules arm)")
     p.add_argument("--model", required=True, help="the model arm's name")
@@ -209,10 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             e = early_stop(read_samples(Path(args.out) / "samples.jsonl"), args.model,
                            args.early_stop, score)
         except (EvalError, OSError, KeyError, ValueError) as exc:
-            print(f"eval/confidence.py: error: {exc}", file=sys.stderr)
+            print(f"eval/studies/confidence.py: error: {exc}", file=sys.stderr)
             return 2
         if not e["turns"]:
-            print(f"eval/confidence.py: error: no turns-form extract samples of arm "
+            print(f"eval/studies/confidence.py: error: no turns-form extract samples of arm "
                   f"{args.model!r} in {args.out}", file=sys.stderr)
             return 2
         kept = e["claims_kept"] + e["claims_lost"]
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = Rows(Path(args.out), args.model, args.rules)
         lines = report(rows, args.score or ["first(predicate)+first(value)"])
     except (EvalError, OSError, KeyError, ValueError) as exc:
-        print(f"eval/confidence.py: error: {exc}", file=sys.stderr)
+        print(f"eval/studies/confidence.py: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(lines))
     return 0

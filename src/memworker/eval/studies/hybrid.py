@@ -1,5 +1,5 @@
-"""`python eval/hybrid.py`: what a hybrid rules-and-model worker would score, from an evaluation
-folder that holds a rules arm and a model arm.
+"""`python eval/studies/hybrid.py`: what a hybrid rules-and-model worker would score, from an
+evaluation folder that holds a rules arm and a model arm.
 
 A hybrid worker runs the rules and the model on the same request and merges their answers before
 the codec. Both are deterministic (the rules by construction, a model arm at temperature 0 with a
@@ -27,13 +27,14 @@ Policies (per task):
 With `--min-score T` the model's extract claims scoring below T under `--score` (a claim's score
 from its own token log-probabilities, `memworker.eval.SCORES`; the model arm must have
 run with `eval/run.py --logprobs`) are dropped before the merge: the rules plus only the model's
-surest claims. Set T on half A of the val rows with `eval/confidence.py`, read it on half B.
+surest claims. Set T on half A of the val rows with `eval/studies/confidence.py`, read it on half B.
 
 A hybrid row's seconds are the two arms' seconds added (the worker runs both). Choose a policy on
 the val split only; on held-out, test and natural sets this describes a result.
 
-    python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/hybrid
-    python eval/hybrid.py --out receipts/eval/val --model student --to /tmp/surest --min-score -0.022
+    python eval/studies/hybrid.py --out receipts/eval/val --model student --to /tmp/hybrid
+    python eval/studies/hybrid.py --out receipts/eval/val --model student --to /tmp/surest \\
+        --min-score -0.022
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from memworker.eval import rowtools
-from memworker.eval.rowtools import EXTRACT_POLICIES, OTHER_POLICIES, compose_row
 from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
+from memworker.eval.studies import rowtools
+from memworker.eval.studies.rowtools import EXTRACT_POLICIES, OTHER_POLICIES, compose_row
 from memworker.eval.summary import report_markdown, summarise, table_lines
 from memworker.hashing import canonical_json, write_json
 from memworker.inference.gate import SCORES
@@ -167,7 +168,7 @@ def _sweep_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="eval/hybrid.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="eval/studies/hybrid.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="an evaluation folder with a rules and a model arm")
     p.add_argument("--model", required=True, help="the model arm's name in that folder")
     p.add_argument("--rules", default="rules", help="the rules arm's name (rules)")
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = sweep(Path(args.out), args.model, thresholds, policies, rules=args.rules,
                          score=args.score, resamples=args.resamples)
         except (EvalError, OSError, KeyError, ValueError) as exc:
-            print(f"eval/hybrid.py: error: {exc}", file=sys.stderr)
+            print(f"eval/studies/hybrid.py: error: {exc}", file=sys.stderr)
             return 2
         print("\n".join(_sweep_lines(rows)))
         return 0
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                           name=args.name, resamples=args.resamples, min_score=args.min_score,
                           score=args.score)
     except (EvalError, OSError, KeyError, ValueError) as exc:
-        print(f"eval/hybrid.py: error: {exc}", file=sys.stderr)
+        print(f"eval/studies/hybrid.py: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(table_lines(summary)))
     print(f"wrote {args.to}/summary.json and report.md")

@@ -1,8 +1,8 @@
-"""The rows helpers the regrading studies share (`eval/hybrid.py`, `eval/confidence.py`): a
-model sample's kept extract claims scored from its own token log-probabilities
-(`kept_claim_stats`), the unsure ones dropped (`surest`), and the hybrid's sample of a row
-composed from a rules and a model sample of it (`compose_row`: the two verified wire answers
-merged by a policy, decoded by the same codec and graded by the same grader). No model runs.
+"""The rows helpers the regrading studies share (`eval/studies/hybrid.py`,
+`eval/studies/confidence.py`): a model sample's kept extract claims scored from its own token
+log-probabilities (`kept_claim_stats`), the unsure ones dropped (`surest`), and the hybrid's sample
+of a row composed from a rules and a model sample of it (`compose_row`: the two verified wire
+answers merged by a policy, decoded by the same codec and graded by the same grader). No model runs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, tu
 from memworker.inference.schema import build_schema
 from memworker.turns import asked
 
-#: the hybrid's policies per task (`compose_row`; eval/hybrid.py describes each)
+#: the hybrid's policies per task (`compose_row`; eval/studies/hybrid.py describes each)
 EXTRACT_POLICIES = ("union", "fill", "rules", "model")
 OTHER_POLICIES = ("rules", "model", "derived")
 
