@@ -36,6 +36,7 @@ from memworker.corpus.domains import GENERAL
 from memworker.corpus.world import Ctx, Person, make_family
 from memworker.hashing import read_jsonl, sha256_file, sha256_json, write_jsonl
 from memworker.spans import candidate_spans
+from tests.test_corpus_tables import CHANGED, DEFAULT_MANIFEST_SHA256
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("train", "val", "test")
@@ -489,9 +490,19 @@ def test_same_seed_same_bytes_different_seed_different_corpus(small, tmp_path):
 
 @pytest.fixture(scope="module")
 def default_manifest(tmp_path_factory) -> dict:
-    """The default general corpus without token counting (about 15 s on 2 cores)."""
-    out = tmp_path_factory.mktemp("default")
-    return build_corpus(out, seed=13, count_tokens=False) | {"_dir": str(out)}
+    """The default general corpus without token counting (about 15 s on 2 cores), built from a
+    folder without data/natural, so that its manifest is the pinned one."""
+    out = tmp_path_factory.mktemp("default") / "corpus"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(out.parent)
+        return build_corpus(out, seed=13, count_tokens=False) | {"_dir": str(out)}
+
+
+def test_the_default_general_corpus_rebuilds_to_its_pinned_manifest(default_manifest):
+    """Issue 49 item 4: the tables are YAML, and the default corpus is byte-identical to the one
+    built when they were Python (the coding corpus: tests/test_corpus_tables.py)."""
+    sha = sha256_file(Path(default_manifest["_dir"]) / "manifest.json")
+    assert sha == DEFAULT_MANIFEST_SHA256["general"]["no_tokens"], f"the general corpus {CHANGED}"
 
 
 def test_default_corpus_covers_every_behaviour_and_domain_in_every_split(default_manifest):

@@ -9,6 +9,7 @@ import pytest
 from memworker.corpus import audit_corpus, build_corpus, load_rows
 from memworker.corpus.build import wire_row
 from memworker.hashing import sha256_file
+from tests.test_corpus_tables import CHANGED, DEFAULT_MANIFEST_SHA256, build_default
 
 pytestmark = pytest.mark.slow
 
@@ -46,3 +47,12 @@ def test_teacher_paraphrases_pass_the_same_audit(llama_server, tmp_path):
     assert audit["rows_with_violations"] == 0 and audit["heldout_ok"]
     assert json.loads((out / "manifest.json").read_text())["args"]["teacher"] == \
         llama_server + "/v1"
+
+
+@pytest.mark.parametrize("domain", ["general", "coding"])
+def test_the_default_corpora_rebuild_to_their_recorded_manifests(domain, embedded_gguf, tmp_path,
+                                                                  monkeypatch):
+    """Issue 49 item 4: `python corpus/build.py --out DIR --seed 13 [--domain coding]`, token
+    counts included, gives the manifest it gave when the tables were Python (about 45 s each)."""
+    sha = build_default(tmp_path / domain, domain, True, monkeypatch)
+    assert sha == DEFAULT_MANIFEST_SHA256[domain]["tokens"], f"the {domain} corpus {CHANGED}"

@@ -2,176 +2,18 @@
 
 The user is a developer, the assistant an agent that runs commands, and tool events are command
 output (untrusted). Besides the general behaviours, this domain has the one that only exists here:
-a tool-confirmed result versus a failed command (memworker.corpus.spec.ToolCheck).
+a tool-confirmed result versus a failed command (memworker.corpus.spec.ToolCheck). The content
+is data: `tables/coding.yaml` beside this module (its own pools, the domain), loaded and checked
+by memworker.corpus.tables; the generator uses its pools with the shared ones (`tables/pools.yaml`).
 """
 
 from __future__ import annotations
 
+from memworker.corpus import tables
 from memworker.corpus.domains import POOLS
-from memworker.corpus.spec import (
-    Activity,
-    Attr,
-    Dated,
-    Decision,
-    Domain,
-    Multi,
-    Pair,
-    Pref,
-    ToolCheck,
-)
+from memworker.corpus.spec import Domain
 
-CODING_POOLS: dict[str, tuple[str, ...]] = {k: tuple(v.split("|")) for k, v in {
-    "repos": "ledger-api|pixel-forge|tidal-sync|orbit-cli|harbor-web|quartz-etl|nimbus-auth|"
-             "atlas-docs|ember-queue|cobalt-sdk|willow-app|fjord-search|sable-ml|kite-gateway|"
-             "marlin-infra|basalt-db|juniper-ui|copper-bot|onyx-reports|lumen-scheduler",
-    "test_runners": "pytest|unittest|jest|vitest|cargo test|go test|mocha",
-    "runtimes": "Python 3.11|Python 3.12|Python 3.13|Node 20|Node 22|Go 1.22|Go 1.23|Rust 1.79",
-    "package_managers": "pip|uv|poetry|npm|pnpm|yarn|pdm",
-    "ci_systems": "GitHub Actions|GitLab CI|CircleCI|Buildkite|Jenkins|Drone",
-    "linters": "ruff|flake8|eslint|biome|clippy|golangci-lint|pylint",
-    "deploy_targets": "Fly.io|AWS ECS|Kubernetes|Heroku|a single VM|Cloud Run|Render",
-    "modules": "auth|billing|search|ingestion|notifications|exports|scheduler|payments",
-    "review_areas": "database|frontend|infra|API|security|release",
-    "shells": "zsh|fish|bash|nushell",
-    "queues": "Celery|RQ|Dramatiq|BullMQ|Sidekiq|Temporal",
-    "orms": "SQLAlchemy|Prisma|Drizzle|Diesel|Django ORM|Peewee",
-    "staging_hosts": "Fly.io|a spare EC2 box|Render|the old Kubernetes cluster|Railway",
-    "formatters": "black|prettier|rustfmt|gofmt|ruff format",
-}.items()}
-
-_P = "project"
-CODING = Domain(
-    key="coding", title="coding-agent sessions",
-    relations=("teammate", "reviewer", "tech lead", "maintainer", "contractor"),
-    projects=CODING_POOLS["repos"],
-    attrs=(
-        Attr("test_runner", _P, "test_runners",
-             ("{S} uses {V} for tests.", "Tests in {S} run with {V}.", "{S} switched to {V}."),
-             "{N} uses {V} for tests.", "Which test runner does {N} use?", "test runner",
-             suggest=True),
-        Attr("targets_runtime", _P, "runtimes",
-             ("{S} targets {V}.", "{S} is on {V} now.", "We moved {S} to {V}."),
-             "{N} targets {V}.", "Which runtime version does {N} target?", "runtime version"),
-        Attr("package_manager", _P, "package_managers",
-             ("{S} uses {V} to manage dependencies.", "Dependencies in {S} go through {V}.",
-              "We manage {S} dependencies with {V}."),
-             "{N} manages dependencies with {V}.", "Which package manager does {N} use?",
-             "package manager", suggest=True),
-        Attr("ci_system", _P, "ci_systems",
-             ("{S} runs CI on {V}.", "CI for {S} is on {V}.", "{S} builds on {V}."),
-             "{N} runs CI on {V}.", "Where does {N} run CI?", "CI system",
-             stop=("We turned off {V} for {S}.", "{S} no longer builds on {V}."),
-             stop_state="{N} no longer runs CI on {V}."),
-        Attr("linter", _P, "linters",
-             ("{S} uses {V} for linting.", "Linting in {S} is done with {V}.",
-              "We lint {S} with {V}."),
-             "{N} uses {V} for linting.", "Which linter does {N} use?", "linter",
-             stop=("We removed {V} from {S}.", "{S} doesn't run {V} anymore."),
-             stop_state="{N} no longer uses {V} for linting.", suggest=True),
-        Attr("deploys_to", _P, "deploy_targets",
-             ("{S} deploys to {V}.", "{S} ships to {V}.", "Production for {S} is on {V}."),
-             "{N} deploys to {V}.", "Where does {N} deploy?", "deployment target"),
-        Attr("formatter", _P, "formatters",
-             ("{S} is formatted with {V}.", "We run {V} on {S}.", "{S} uses {V} for formatting."),
-             "{N} uses {V} for formatting.", "Which formatter does {N} use?", "formatter",
-             stop=("We dropped {V} from {S}.", "{S} stopped using {V}."),
-             stop_state="{N} no longer uses {V} for formatting."),
-        Attr("owns_module", "person", "modules",
-             ("{S} owns the {V} module.", "{S} is responsible for the {V} module.",
-              "{S} took over the {V} module."),
-             "{N} owns the {V} module.", "Which module does {N} own?", "module"),
-        Attr("reviews", "person", "review_areas",
-             ("{S} reviews all {V} changes.", "{S} signs off on {V} changes.",
-              "{S} is the {V} reviewer."),
-             "{N} reviews {V} changes.", "Which changes does {N} review?", "review area"),
-        Attr("works_from", "person", "cities",
-             ("{S} works from {V}.", "{S} is remote in {V}.", "{S} moved to {V}."),
-             "{N} works from {V}.", "Where does {N} work from?", "location"),
-        Attr("uses_shell", "user", "shells",
-             ("I use {V} as my shell.", "My shell is {V}.", "I switched my shell to {V}."),
-             "The user uses {V} as their shell.", "Which shell does the user use?", "shell",
-             kind="preference", suggest=True),
-        Attr("uses_editor", "user", "editors",
-             ("I use {V} as my editor.", "I'm in {V} all day.", "I switched to {V}."),
-             "The user uses {V} as their editor.", "Which editor does the user use?", "editor",
-             kind="preference", suggest=True),
-    ),
-    dated=tuple(Dated(*x.split("|")) for x in (
-        "has_deadline|release", "has_deadline|code freeze", "has_event|security audit",
-        "has_event|database migration window", "has_event|sprint demo")),
-    activities=tuple(Activity(*x.split("|")) for x in (
-        "migrate CI to GitHub Actions|migrated CI to GitHub Actions",
-        "upgrade the Django version|upgraded the Django version",
-        "split the monolith|split the monolith",
-        "drop Python 3.8 support|dropped Python 3.8 support",
-        "add type hints to the parser|added type hints to the parser",
-        "set up Renovate|set up Renovate", "rewrite the importer|rewrote the importer")),
-    prefs=tuple(Pref(*x.split("|")) for x in (
-        "squash merges|release branches", "small PRs|dependency bumps", "tabs|YAML files",
-        "verbose logging|production")),
-    decisions=(Decision("a queue for background jobs", "queues"), Decision("an ORM", "orms")),
-    multis=(Multi("the staging environment", "project", "host", "staging_hosts",
-                  ("Staging is finally back up.", "We rebuilt the staging environment."),
-                  ("It's running on {V} now.", "It lives on {V}.", "We put it on {V}."),
-                  "The staging environment runs on {V}.", "Where does the staging environment run?",
-                  "host"),),
-    pairs=tuple(Pair(*x.split("|")) for x in (
-        "{N} has been profiling the search endpoint.|{N} opened a ticket about slow queries."
-        "|{N} is probably chasing a performance problem in search.",
-        "{N} reviews every database migration.|{N} wrote the schema guidelines."
-        "|{N} seems to be the go-to person for database changes.",
-        "{N} keeps rerunning the flaky integration test.|{N} added retries to the test harness."
-        "|{N} is probably fighting test flakiness.")),
-    accounts=("the staging database", "the package registry", "the CI secrets store"),
-    tools=("shell",),
-    smalltalk=("Okay, back to the bug.", "CI is slow again.", "Let's pick this up.",
-               "Coffee, then code."),
-    chitchat=(("What does git rebase -i do?",
-               "It lets you reorder, squash or edit commits interactively."),
-              ("Should I use a lockfile for a library?",
-               "Commit one for your own tests, but keep the published ranges loose.")),
-    tool_checks=(
-        ToolCheck("npm ci", ("npm ERR! code ERESOLVE",
-                             "npm ERR! ERESOLVE unable to resolve dependency tree"),
-                  "pnpm install", ("pnpm install finished: 412 packages added",),
-                  "installs_with", "pnpm", "{N} installs its dependencies with pnpm.", "npm",
-                  "How does {N} install its dependencies?"),
-        ToolCheck("python3.12 -m pytest", ("ImportError: cannot import name 'distutils'",
-                                           "1 error during collection"),
-                  "python3.11 -m pytest", ("212 passed under Python 3.11",),
-                  "tests_pass_on", "Python 3.11", "The test suite of {N} passes on Python 3.11.",
-                  "Python 3.12",
-                  "Which Python version do the tests of {N} pass on?"),
-        ToolCheck("cargo build", ("error[E0554]: feature may not be used on the stable channel",),
-                  "cargo +nightly build", ("Finished building with the nightly toolchain",),
-                  "builds_with_toolchain", "nightly",
-                  "{N} builds with the nightly Rust toolchain.", "stable",
-                  "Which Rust toolchain does {N} build with?"),
-        ToolCheck("docker compose up", ("Cannot connect to the Docker daemon",
-                                        "Is the docker daemon running?"),
-                  "podman compose up", ("podman compose started 3 containers",),
-                  "runs_locally_with", "podman compose",
-                  "{N} runs locally with podman compose.", "docker compose",
-                  "How does {N} run locally?"),
-        ToolCheck("make docs", ("make: *** No rule to make target 'docs'",),
-                  "mkdocs build", ("mkdocs build finished: documentation built",),
-                  "builds_docs_with", "mkdocs", "{N} builds its docs with mkdocs.", "make",
-                  "What does {N} build its docs with?"),
-        ToolCheck("go test ./...", ("go: go.mod requires go >= 1.22 (running go 1.21.5)",),
-                  "go1.22.4 test ./...", ("all packages ok with go1.22.4",),
-                  "requires_go", "Go 1.22", "{N} needs Go 1.22 for its tests.", "Go 1.21",
-                  "Which Go version does {N} need for its tests?"),
-        ToolCheck("alembic upgrade head", ("OperationalError: could not connect to port 5432",),
-                  "alembic upgrade head (port 5433)",
-                  ("migrations applied on the dev database at port 5433",),
-                  "dev_database_port", "5433", "The dev database of {N} listens on port 5433.",
-                  "5432",
-                  "Which port does the dev database of {N} use?"),
-        ToolCheck("node server.js", ("Error: listen EADDRINUSE: address already in use 3000",),
-                  "PORT=3001 node server.js", ("Server listening on port 3001",),
-                  "dev_server_port", "3001", "The dev server of {N} runs on port 3001.", "3000",
-                  "Which port does the dev server of {N} run on?"),
-    ),
-)
-
+CODING_POOLS: dict[str, tuple[str, ...]]
+CODING: Domain
+CODING_POOLS, CODING = tables.coding_domain()
 POOLS_WITH_CODING: dict[str, tuple[str, ...]] = {**POOLS, **CODING_POOLS}

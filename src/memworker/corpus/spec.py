@@ -1,7 +1,8 @@
 """The shapes of a domain's content: attributes, dated items, activities, preferences, ...
 
-A domain (memworker.corpus.domains) is plain data in these shapes; the behaviours
-(memworker.corpus.behaviours) turn it into events and gold labels. Template fields:
+A domain is plain data in these shapes (tables/general.yaml and tables/coding.yaml, read by
+memworker.corpus.tables); the behaviours (memworker.corpus.behaviours) turn it into events and
+gold labels. Template fields:
 
     {S}   subject as said in the event ("my sister Ana", "Ana", "she")
     {N}   canonical subject name ("Ana (the user's sister)", "the user")
