@@ -5,7 +5,7 @@ Modules: `claims` (which part of an arm's extract claims is wrong), `confidence`
 token probabilities as a claim score), `hybrid` (a rules-and-model worker composed from two
 arms), `rowtools` (the rows helpers hybrid and confidence share), `pair` (two arms of two
 folders compared), `restyle` (the same conversation in fewer, longer messages), `external` (the
-LoCoMo-format diagnostic).
+LoCoMo-format diagnostic), `verifier_auc` (the learned claim verifier against the confidence score).
 
 They import the evaluator (`memworker.eval`: its grader, runner and summariser); the evaluator
 never imports them (tests/test_import_direction.py).
