@@ -28,7 +28,8 @@ summary.json, report.md, tasks.png, temporal.png, config.json (see eval/README.m
 
 import sys
 
-from memworker.pipeline import evaluate  # memworker.eval.cli.main; the export re-signs a release
+from memworker.eval.cli import main
+from memworker.export.receipt import record_set  # a release receipt's one writer (--into-receipt)
 
 if __name__ == "__main__":
-    sys.exit(evaluate())
+    sys.exit(main(record_release=record_set))

@@ -340,10 +340,15 @@ def test_a_release_records_its_worker_and_verify_holds_the_evaluations_to_it(wor
 
 @pytest.mark.slow
 def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path):
-    """`eval/run.py --into-receipt <receipts copy> --release DIR` goes through record_evaluation:
-    the release still verifies; a receipt copy that is not the release's is refused."""
-    from memworker.pipeline import merge_into_receipt
+    """`eval/run.py --into-receipt <receipts copy> --release DIR` goes through the receipt's
+    writer (`record_set`, handed to the evaluator): the release still verifies; a receipt copy
+    that is not the release's is refused, and so is a release receipt with no writer given."""
+    from functools import partial
 
+    from memworker.eval import summary as eval_summary
+    from memworker.export.receipt import record_set
+
+    merge_into_receipt = partial(eval_summary.merge_into_receipt, record_release=record_set)
     out = shutil.copytree(release, tmp_path / "release")
     receipts = tmp_path / "receipts"
     receipts.mkdir()
@@ -362,6 +367,8 @@ def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path)
     stale.write_text((receipts / "release-receipt.json").read_text().replace('"n": 9', '"n": 8'))
     with pytest.raises(ValueError, match="not the same file"):
         merge_into_receipt(stale, "heldout", {}, out)
+    with pytest.raises(ValueError, match="signed by its release folder"):
+        eval_summary.merge_into_receipt(receipts / "release-receipt.json", "heldout", {}, out)
 
 
 @pytest.mark.slow

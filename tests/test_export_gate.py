@@ -4,8 +4,8 @@ extraction support and coverage (the paired interval must lie above 0), or worse
 arm on consolidation or reflection beyond the interval, unless the release receipt records a
 reasoned waiver; an unevaluated release fails unless allowed.
 
-The release folders here are written by the export's own signing path (`release._finish`:
-receipt, card, SHA256SUMS) around a placeholder GGUF file, and verified with `load=False`: the
+The release folders here are written by the receipt's own signing path
+(`memworker.export.receipt.sign`: receipt, card, SHA256SUMS) around a placeholder GGUF file, and verified with `load=False`: the
 gate needs no model (the real conversion and loading are tests/test_export.py's, slow). The
 interval figures come from `memworker.eval.stats.paired_bootstrap` over per-row outcomes, as the
 evaluator computes them."""
@@ -21,7 +21,7 @@ from memworker.eval import stats
 from memworker.export import ExportError, gate, record_evaluation, record_waiver
 from memworker.export import cli as ecli
 from memworker.export import modelfile as mfile
-from memworker.export import release as rel
+from memworker.export.receipt import sign
 from memworker.export.verify import verify_release
 
 GGUF = "memworker-test-general-q8_0.gguf"
@@ -40,7 +40,7 @@ def make_release(tmp_path: Path) -> Path:
     receipt.update(lineage=[], evaluation=None, gate=None, artifacts={})
     receipt.pop("worker", None)   # this folder's Modelfile names none: the window form, ungated
     receipt["student"] = {**receipt["student"], "gguf": GGUF}
-    rel._finish(out, receipt, None, None)
+    sign(out, receipt, None, None)
     return out
 
 
@@ -423,7 +423,7 @@ def test_re_signing_keeps_the_exports_record_and_adds_its_own(tmp_path):
     doc.update(created_utc="2026-01-02T03:04:05+00:00",
                tools={**doc["tools"], "git": {"commit": "e" * 40, "dirty": False}})
     (out / "release-receipt.json").write_text(json.dumps(doc))
-    rel._finish(out, doc, None, None, resigned="evaluation")  # what record_evaluation calls
+    sign(out, doc, None, None, resigned="evaluation")  # what record_evaluation calls
     record_evaluation(out, {"heldout": summary(WORSE_REFLECT, GOOD_SUPPORT)}, receipts_dir=None)
     after = receipt(out)
     assert after["created_utc"] == "2026-01-02T03:04:05+00:00"
@@ -433,5 +433,5 @@ def test_re_signing_keeps_the_exports_record_and_adds_its_own(tmp_path):
     record_waiver(out, "heldout", "reflect_correct", "a reason", receipts_dir=None)
     assert receipt(out)["resigned"]["after"] == "waiver"
     assert receipt(out)["tools"]["git"]["commit"] == "e" * 40
-    rel._finish(out, receipt(out), None, None)  # an export again: its own record, no re-signing
+    sign(out, receipt(out), None, None)  # an export again: its own record, no re-signing
     assert receipt(out)["created_utc"] > "2026-01-03" and "resigned" not in receipt(out)

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from memworker.export import modelfile as mfile
+from memworker.export.receipt import check_worker
 from memworker.export.release import ExportError, export_release
-from memworker.export.verify import check_worker
 from memworker.inference.gate import DEFAULT_SCORE
 from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
 from memworker.inference.schema import InputError

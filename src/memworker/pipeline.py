@@ -3,9 +3,9 @@
 folder (`memworker.export`), evaluates the release on the first held-out rows
 (`memworker.eval`) and prints the table.
 
-The stages import none of each other for this; what crosses them is wired here. The evaluator's
-`--into-receipt` on a release receipt is re-signed by the export (`sign_release`), so
-`python eval/run.py` runs through `evaluate`.
+The stages import none of each other for this; what crosses them is wired here: the evaluator
+records into the release receipt through the receipt's one writer,
+`memworker.export.receipt.record_set` (as `python eval/run.py` does).
 """
 
 from __future__ import annotations
@@ -23,12 +23,8 @@ from memworker.eval import cli as eval_cli
 from memworker.eval import summary as eval_summary
 from memworker.eval.runner import SAMPLES, ConfigMismatch, EvalError, read_samples
 from memworker.export import cli as export_cli
-from memworker.export.release import (
-    BASE_GGUF,
-    ExportError,
-    default_publish_dir,
-    record_evaluation,
-)
+from memworker.export.receipt import record_set
+from memworker.export.release import BASE_GGUF
 from memworker.hashing import sha256_file
 from memworker.receipts import RECEIPT, RELEASE_RECEIPT
 from memworker.train import cli as train_cli
@@ -119,28 +115,10 @@ def export_release(receipt: dict[str, Any], run_dir: Path | None, args) -> int:
 
 # --- the evaluation -------------------------------------------------------------------------
 
-def sign_release(release: Path, evaluation: dict[str, Any], receipts_dir: Path | None) -> None:
-    """The evaluator's `--into-receipt` on a release receipt: the export records `evaluation` in
-    the release folder's receipt and re-signs the folder (model card, SHA256SUMS, the receipt
-    copy in `receipts_dir`, the top-level files of the checkout the folder lies in)."""
-    try:
-        record_evaluation(release, evaluation, receipts_dir=receipts_dir,
-                          publish_dir=default_publish_dir(release))
-    except ExportError as exc:
-        raise ValueError(str(exc)) from None
-
-
 def evaluate(argv: list[str] | None = None) -> int:
-    """`python eval/run.py`: the evaluator, a release receipt given to --into-receipt re-signed
-    by the export."""
-    return eval_cli.main(argv, sign_release=sign_release)
-
-
-def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
-                       release_dir: str | Path = "release") -> Path:
-    """`eval.summary.merge_into_receipt` with the export re-signing a release receipt."""
-    return eval_summary.merge_into_receipt(path, set_name, summary, release_dir,
-                                           sign_release=sign_release)
+    """`python eval/run.py ARGV`: the evaluator, a release receipt given to --into-receipt
+    recorded and re-signed by the receipt's one writer."""
+    return eval_cli.main(argv, record_release=record_set)
 
 
 def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str, Path]]:

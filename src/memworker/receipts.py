@@ -3,8 +3,9 @@ and dirty files, hardware, command line), the names of the receipt and adapter f
 a stage receipt.
 
 The training stage writes `runs/<stage>/receipt.json` beside its `adapter/`; the export reads them
-and writes the release receipt (`release-receipt.json`, `kind: memworker-release`); the evaluators
-record the same environment in their configuration. None of them imports another stage for this.
+and writes the release receipt (`release-receipt.json`, `kind: memworker-release`; its one writer
+is `memworker.export.receipt`); the evaluators record the same environment in their
+configuration. None of them imports another stage for this.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from memworker.eval import plots, runner
 from memworker.eval import summary as S
 from memworker.eval.judge import run_judge
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
-from memworker.eval.summary import SignRelease
+from memworker.eval.summary import RecordRelease
 from memworker.hashing import sha256_file, write_json
 from memworker.prompts import template_hashes
 from memworker.receipts import environment
@@ -162,13 +162,13 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     return joined
 
 
-def main(argv: list[str] | None = None, *, sign_release: SignRelease | None = None) -> int:
-    """`sign_release` re-signs a release receipt given to --into-receipt (the export's, wired by
-    `memworker.pipeline.evaluate`, which `python eval/run.py` runs); without it such a receipt is
-    refused."""
+def main(argv: list[str] | None = None, *, record_release: RecordRelease | None = None) -> int:
+    """`record_release` records the summary in a release receipt given to --into-receipt and
+    re-signs its folder (the receipt's one writer, `memworker.export.receipt.record_set`, handed
+    over by `python eval/run.py` and the main job); without it such a receipt is refused."""
     args = build_parser().parse_args(argv)
     try:
-        return _main(args, sign_release)
+        return _main(args, record_release)
     except EvalError as exc:
         print(f"eval: error: {exc}", file=sys.stderr)
         return 2
@@ -224,7 +224,7 @@ def _plan(args: argparse.Namespace) -> Plan:
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 
-def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
+def _main(args: argparse.Namespace, record_release: RecordRelease | None) -> int:
     arms, rows, out, sampler, config = _plan(args)
     names = [a.name for a in arms]
     out.mkdir(parents=True, exist_ok=True)
@@ -260,7 +260,7 @@ def _main(args: argparse.Namespace, sign_release: SignRelease | None) -> int:
     if args.into_receipt:
         try:
             S.merge_into_receipt(args.into_receipt, args.set, summary, args.release,
-                                 sign_release=sign_release)
+                                 record_release=record_release)
         except (FileNotFoundError, ValueError) as exc:
             raise EvalError(str(exc)) from None
     heads = []

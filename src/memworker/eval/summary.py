@@ -31,9 +31,10 @@ from memworker.eval.runner import Grader, grade_sample
 from memworker.hashing import write_json
 from memworker.receipts import RELEASE_KIND
 
-#: re-signs a release folder with a new `evaluation` section: (release folder, evaluation,
-#: folder of the receipt copy to refresh or None)
-SignRelease = Callable[[Path, dict[str, Any], "Path | None"], None]
+#: records a summary as `evaluation[set]` of a release receipt and re-signs its folder: (the
+#: receipt given to --into-receipt, set, summary, release folder). The receipt's one writer,
+#: `memworker.export.receipt.record_set`, above the evaluator: `eval/run.py` hands it over.
+RecordRelease = Callable[[Path, str, dict[str, Any], Path], Any]
 
 TASKS = ("extract", "consolidate", "reflect")
 REFERENCE_RANK = {"base": 0, "rules": 1}
@@ -402,17 +403,17 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
 
 def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
                        release_dir: str | Path = "release", *,
-                       sign_release: SignRelease | None = None) -> Path:
+                       record_release: RecordRelease | None = None) -> Path:
     """Put `summary` under `evaluation[set_name]` of the receipt JSON at `path`.
 
-    A release receipt (`kind: memworker-release`) is signed by its release folder's SHA256SUMS,
-    so it is updated through `sign_release(release_dir, evaluation, receipts_dir)`: the export's
-    `record_evaluation`, which re-signs the folder, rewrites the model card, copies the receipt
-    back to `path` (`receipts_dir`: its folder, None for the release's own receipt) and
-    republishes the top-level files. The evaluator does not import the export: its caller passes
-    the signer (`memworker.pipeline`, behind `python eval/run.py`); without one a release receipt
-    is refused. `path` must be the copy of `release_dir`'s receipt. Any other receipt is
-    rewritten with the same dump (indent 2, sorted keys), so its other keys keep their bytes."""
+    A release receipt (`kind: memworker-release`) is signed by its release folder's SHA256SUMS
+    and written only by the export's `memworker.export.receipt`: it is handed to
+    `record_release(path, set_name, summary, release_dir)` (`record_set`, which checks that
+    `path` is `release_dir`'s receipt or its copy, records the set, re-signs the folder and
+    refreshes the copy). The evaluator does not import the export: its caller passes the writer
+    (`eval/run.py`, the main job); without one a release receipt is refused. Any other receipt
+    is rewritten with the same dump (indent 2, sorted keys), so its other keys keep their
+    bytes."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"receipt not found: {p} (build the release receipt first, or "
@@ -420,23 +421,16 @@ def merge_into_receipt(path: str | Path, set_name: str, summary: dict[str, Any],
     doc = json.loads(p.read_text("utf-8"))
     if not isinstance(doc, dict):
         raise ValueError(f"{p} is not a JSON object")
-    section = doc.get("evaluation")
-    section = dict(section) if isinstance(section, dict) else {}
-    section[set_name] = summary
     if doc.get("kind") == RELEASE_KIND:
-        release = Path(release_dir)
-        copy = release / p.name
-        if not copy.is_file() or copy.read_bytes() != p.read_bytes():
-            raise ValueError(f"{p} is a release receipt but {copy} is not the same file: pass "
-                             "the release folder it belongs to with --release DIR")
-        if sign_release is None:
+        if record_release is None:
             raise ValueError(f"{p} is a release receipt, signed by its release folder: merge "
                              "into it with `python eval/run.py … --into-receipt`, which "
                              "re-signs the folder")
-        # the release's own receipt has no copy elsewhere to refresh
-        sign_release(release, section, None if p.resolve().parent == release.resolve()
-                     else p.parent)
+        record_release(p, set_name, summary, Path(release_dir))
         return p
+    section = doc.get("evaluation")
+    section = dict(section) if isinstance(section, dict) else {}
+    section[set_name] = summary
     doc["evaluation"] = section
     write_json(p, doc)
     return p

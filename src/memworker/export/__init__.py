@@ -5,9 +5,11 @@ release receipt and SHA256SUMS; and their verification.
     receipt = export_release("runs/general", "release")        # student (+ receipts/ copy)
     export_base("release", base_key="smollm2-135m")             # base-q8_0.gguf, same path
     problems = verify_release("release")                        # [] when it verifies
-    record_evaluation("release", {...})                         # the evaluator's --into-receipt
+    record_evaluation("release", {...})                         # the evaluation section
     record_waiver("release", "heldout", "extract_f1", "why")    # a reasoned release-gate waiver
 
+The release receipt has one writer, `memworker.export.receipt` (the last two above, the
+evaluator's `--into-receipt`: `record_set`, and the signing every export ends with).
 Names are imported on first use, so `python -m memworker.export.converter` runs cleanly.
 """
 
@@ -16,9 +18,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_API = {"ExportError": "release", "export_base": "release", "export_release": "release",
-        "default_publish_dir": "release", "record_evaluation": "release",
-        "record_waiver": "release", "student_gguf_name": "release",
+_API = {"ExportError": "receipt", "export_base": "release", "export_release": "release",
+        "default_publish_dir": "receipt", "record_evaluation": "receipt",
+        "record_waiver": "receipt", "student_gguf_name": "release",
         "verify_release": "verify"}
 __all__ = sorted(_API)
 

@@ -1,5 +1,6 @@
 """`python export/run.py` and `python export/verify.py`: argument parsing and the one-line
-summaries; the work is in `memworker.export.release` and `memworker.export.verify`."""
+summaries; the work is in `memworker.export.release`, `memworker.export.receipt` (a waiver) and
+`memworker.export.verify`."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ from pathlib import Path
 
 from memworker import registry
 from memworker.export import converter, gate
-from memworker.export.release import (
-    BASE_GGUF,
-    ExportError,
-    default_publish_dir,
-    export_base,
-    export_release,
-    record_waiver,
-)
+from memworker.export.receipt import ExportError, default_publish_dir, record_waiver
+from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
 from memworker.receipts import RELEASE_RECEIPT
 

@@ -13,26 +13,25 @@ clean checkout; a user reviewing a release runs it before trusting a number in i
    point: a CPU that rounds it differently gives other bytes, and the message says so and names
    both sha256 (the committed evaluations then describe other bytes than this machine makes).
 4. The committed release receipt (its evaluations, gate, lineage) and card
-   (`receipts/release-card.md`) are put on the rebuilt folder with the SHA256SUMS they imply; every file must then have the committed sha256, and
-   `export/verify.py` must pass on the folder (the release gate included).
+   (`receipts/release-card.md`) are put on the rebuilt folder with the SHA256SUMS they imply
+   (by the receipt's writer: `memworker.export.receipt.restore`); every file must then have the
+   committed sha256, and `export/verify.py` must pass on the folder (the release gate included).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from memworker.export import card
 from memworker.export import cli as export_cli
-from memworker.export.release import RELEASE_CARD
+from memworker.export.receipt import restore
 from memworker.export.verify import verify_release
-from memworker.hashing import read_sha256sums, sha256_file, write_sha256sums
+from memworker.hashing import read_sha256sums, sha256_file
 from memworker.receipts import RELEASE_RECEIPT, SUMS, adapter_problems
 
 
@@ -84,13 +83,7 @@ def rebuild(out: Path, receipts: Path, sums_path: Path, root: Path = Path(".")) 
             + ". The merge runs in floating point, so another CPU may round a few weights "
             "differently; the committed evaluations describe the committed bytes, not these")
     lines.append("rebuild: both GGUFs have the committed sha256")
-    shutil.copyfile(receipts / RELEASE_RECEIPT, out / RELEASE_RECEIPT)
-    if (receipts / RELEASE_CARD).is_file():  # the card as released
-        shutil.copyfile(receipts / RELEASE_CARD, out / card.CARD)
-    else:  # a release from before the card was committed: rendered with today's card.py
-        (out / card.CARD).write_text(card.render(committed), "utf-8")
-    write_sha256sums(out, [p for p in out.rglob("*")
-                           if p.is_file() and p.relative_to(out).as_posix() != SUMS])
+    restore(out, receipts)  # the committed receipt and card, and the SHA256SUMS they imply
     mismatched = []
     for rel, digest in sorted(sums.items()):
         path = out / Path(rel).relative_to(prefix)

@@ -8,9 +8,11 @@
     <out>/release-receipt.json                 lineage, corpus, prompts, settings, artifacts
     <out>/SHA256SUMS                           every file above (`sha256sum -c` accepts it)
 
-The receipt is copied to `<receipts_dir>/release-receipt.json`. `publish_dir` (the repository
-root for the main job) gets the committed top-level `Modelfile` (FROM the GGUF where the release
-folder sits below it) and `SHA256SUMS` (paths relative to it).
+The export builds its part of the receipt and signs the folder through the receipt's one writer,
+`memworker.export.receipt` (`sign`: card, receipt, SHA256SUMS), which copies the receipt to
+`<receipts_dir>/release-receipt.json`; `publish_dir` (the repository root for the main job) gets
+the committed top-level `Modelfile` (FROM the GGUF where the release folder sits below it) and
+`SHA256SUMS` (paths relative to it).
 
 Refusals (ExportError, one line, nothing written): the run has no receipt; its adapter files
 differ from the receipt; the base being merged is not the one the adapter was trained on; a
@@ -22,29 +24,18 @@ of the same base (or the student to a base-only release) is not a conflict.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from memworker import registry
-from memworker.export import card, converter, gate
+from memworker.export import converter
 from memworker.export import modelfile as mfile
 from memworker.export.merge import merged_folder
-from memworker.export.verify import check_worker
-from memworker.hashing import (
-    HashMismatch,
-    read_sha256sums,
-    sha256_bytes,
-    sha256_file,
-    verify_sha256sums,
-    write_json,
-    write_sha256sums,
-)
+from memworker.export.receipt import ExportError, existing_release, library_version, sign
+from memworker.hashing import read_sha256sums, sha256_bytes, sha256_file
 from memworker.inference.hmem import WorkerError, worker_config
 from memworker.prompts import template_hashes
 from memworker.receipts import (
@@ -55,12 +46,9 @@ from memworker.receipts import (
     SUMS,
     adapter_differences,
     adapter_files,
-    environment,
     rebuild_command,
 )
 
-#: the release's model card as committed beside its receipt (`receipts/release-card.md`)
-RELEASE_CARD = "release-card.md"
 BASE_GGUF = "base-q8_0.gguf"
 OUTTYPE = "q8_0"
 FORMAT = 1
@@ -86,10 +74,6 @@ KNOWN_LIMITATIONS = [
 ]
 
 
-class ExportError(ValueError):
-    """The export is refused; the message is one line saying what to do."""
-
-
 # --- small helpers -------------------------------------------------------------------------------
 
 def _slug(text: str) -> str:
@@ -102,27 +86,6 @@ def student_gguf_name(base_key: str, stage: str) -> str:
 
 def _load_json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8"))
-
-
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _tools() -> dict[str, Any]:
-    env = environment()
-    libs = env["libraries"]
-    for name in ("llama-cpp-python", "gguf", "jsonschema"):
-        if (v := _version(name)) is not None:
-            libs[name] = v
-    return {"libraries": libs, "git": env["git"], "hardware": env["hardware"]}
-
-
-def _artifact(folder: Path, rel: str) -> dict[str, Any]:
-    path = folder / rel
-    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
 
 
 # --- the run and its checks ----------------------------------------------------------------------
@@ -258,11 +221,6 @@ def corpus_provenance(receipt: dict[str, Any]) -> dict[str, Any]:
 
 # --- the output folder ---------------------------------------------------------------------------
 
-def existing_release(out: Path) -> dict[str, Any] | None:
-    path = out / RELEASE_RECEIPT
-    return _load_json(path) if path.is_file() else None
-
-
 def check_out(out: Path, base_sha: str, student_sha: str | None, force: bool) -> None:
     """Refuse an output folder that holds another release (or unrelated files) unless `force`."""
     if not out.exists() or force:
@@ -318,7 +276,7 @@ def _gguf_metadata(name: str, prepared: registry.PreparedBase, description: str)
     repo_url = (f"https://huggingface.co/{base.hf_repo}" if base.source != "local" else None)
     entry = {"name": base.hf_repo.rsplit("/", 1)[-1], "organization": base.hf_repo.split("/")[0]
              if "/" in base.hf_repo else None, "repo_url": repo_url}
-    return {"general.name": name, "general.version": _version("memworker") or "0",
+    return {"general.name": name, "general.version": library_version("memworker") or "0",
             "general.description": description,
             "general.base_models": [{k: v for k, v in entry.items() if v}],
             "general.tags": ["memworker", "memory-worker", "extraction", "gguf"]}
@@ -336,7 +294,7 @@ def _new_receipt(prepared: registry.PreparedBase) -> dict[str, Any]:
     identity = {k: v for k, v in prepared.identity.items() if k != "path"}
     return {"kind": RELEASE_KIND, "format": FORMAT,
             "name": f"memworker-{_slug(prepared.model.key)}-base-only",
-            "version": _version("memworker"), "license": prepared.model.license,
+            "version": library_version("memworker"), "license": prepared.model.license,
             "base": identity, "student": None, "base_export": None, "lineage": [],
             "corpus": None, "prompts_sha256": template_hashes(),
             "export": {"outtype": OUTTYPE, "num_ctx": mfile.NUM_CTX},
@@ -359,64 +317,6 @@ def _start(out: Path, prepared: registry.PreparedBase, student_sha: str | None,
         clear_release(out)
         old = None
     return old or _new_receipt(prepared)
-
-
-def _finish(out: Path, receipt: dict[str, Any], receipts_dir: Path | None,
-            publish_dir: Path | None, resigned: str | None = None) -> dict[str, Any]:
-    """Hash the artifacts, write card, receipt, SHA256SUMS; copy the receipt; publish.
-
-    An export records when and with what it ran (`created_utc`, `tools`: libraries, git state,
-    hardware). A later re-signing (`resigned`: what was added, e.g. an evaluation) keeps those,
-    since the artifacts are still the export's, and records itself in `resigned`."""
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    if resigned is None or "tools" not in receipt or "created_utc" not in receipt:
-        receipt["created_utc"] = now
-        receipt["tools"] = _tools()
-        receipt.pop("resigned", None)
-    else:
-        receipt["resigned"] = {"utc": now, "after": resigned, "git": _tools()["git"]}
-    receipt["gate"] = gate.evaluate(receipt)
-    rels = [r for r in (p.relative_to(out).as_posix() for p in sorted(out.rglob("*"))
-                        if p.is_file()) if r not in (SUMS, RELEASE_RECEIPT, card.CARD)]
-    receipt["artifacts"] = {rel: _artifact(out, rel) for rel in rels}
-    (out / card.CARD).write_text(card.render(receipt), "utf-8")
-    receipt["artifacts"][card.CARD] = _artifact(out, card.CARD)
-    write_json(out / RELEASE_RECEIPT, receipt)
-    write_sha256sums(out, [p for p in out.rglob("*")
-                           if p.is_file() and p.relative_to(out).as_posix() != SUMS])
-    if receipts_dir is not None:
-        receipts_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / RELEASE_RECEIPT, receipts_dir / RELEASE_RECEIPT)
-        # the card as released: a rebuild puts it back rather than rendering it with a later
-        # card.py (export/rebuild.py)
-        shutil.copyfile(out / card.CARD, receipts_dir / RELEASE_CARD)
-    if publish_dir is not None:
-        publish(out, publish_dir, receipt)
-    return receipt
-
-
-def publish(out: Path, publish_dir: Path, receipt: dict[str, Any] | None = None) -> None:
-    """Top-level `Modelfile` and `SHA256SUMS` in `publish_dir` for the release in `out`."""
-    receipt = receipt or _load_json(out / RELEASE_RECEIPT)
-    prefix = Path(os.path.relpath(out.resolve(), publish_dir.resolve())).as_posix()
-    if (out / "Modelfile").is_file() and receipt.get("student"):
-        text = (out / "Modelfile").read_text("utf-8")
-        gguf = receipt["student"]["gguf"]
-        text = text.replace(f"FROM ./{gguf}\n", f"FROM ./{prefix}/{gguf}\n", 1)
-        (publish_dir / "Modelfile").write_text(text, "utf-8")
-    sums = read_sha256sums(out / SUMS)
-    lines = [f"{digest}  {prefix}/{rel}\n" for rel, digest in sorted(sums.items())]
-    lines.append(f"{sha256_file(out / SUMS)}  {prefix}/{SUMS}\n")
-    (publish_dir / SUMS).write_text("".join(lines), "utf-8")
-
-
-def default_publish_dir(out: Path) -> Path | None:
-    """The current folder when it is a project checkout (holds pyproject.toml) and `out` is a
-    folder directly in it (the repo's `release/`), else None: a release written deeper (the main
-    job's `runs/release/`) never rewrites the checkout's top-level Modelfile and SHA256SUMS."""
-    cwd = Path.cwd().resolve()
-    inside = out.resolve().parent == cwd
-    return cwd if inside and (cwd / "pyproject.toml").is_file() else None
 
 
 # --- the public API ------------------------------------------------------------------------------
@@ -469,7 +369,7 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
                                        "temperature": 0, "seed": 0, "repeat_penalty": 1},
                          "merge_dtype": made["merge"]["dtype"],
                          "converter": made["conversion"]}
-    return _finish(out, release, receipts, Path(publish_dir) if publish_dir else None)
+    return sign(out, release, receipts, Path(publish_dir) if publish_dir else None)
 
 
 def export_base(out: str | Path, *, base_key: str = registry.DEFAULT_BASE, force: bool = False,
@@ -488,53 +388,9 @@ def export_base(out: str | Path, *, base_key: str = registry.DEFAULT_BASE, force
                           Path(work_dir) if work_dir else None)
     made["seconds"] = round(time.perf_counter() - started, 2)
     release["base_export"] = made
-    _finish(out, release, Path(receipts_dir) if receipts_dir else None,
-            Path(publish_dir) if publish_dir else None)
+    sign(out, release, Path(receipts_dir) if receipts_dir else None,
+         Path(publish_dir) if publish_dir else None)
     return out / BASE_GGUF
-
-
-def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
-                      receipts_dir: str | Path | None = "receipts",
-                      publish_dir: str | Path | None = None) -> dict[str, Any]:
-    """Fill the release receipt's `evaluation` section (the evaluator's `--into-receipt`), then
-    rewrite the card, the receipt copy and SHA256SUMS so the release verifies again. An
-    evaluation that did not run the student as the release's `worker` says is refused."""
-    out = Path(out)
-    release = existing_release(out)
-    if release is None:
-        raise ExportError(f"{out} holds no {RELEASE_RECEIPT}; export the release first")
-    try:
-        verify_sha256sums(out / SUMS)
-    except (HashMismatch, FileNotFoundError) as exc:
-        raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
-    problems = check_worker(out, {**release, "evaluation": evaluation})
-    if problems:
-        raise ExportError(f"refusing to record the evaluation: {problems[0]}")
-    release["evaluation"] = evaluation
-    return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
-                   Path(publish_dir) if publish_dir else None, resigned="evaluation")
-
-
-def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
-                  receipts_dir: str | Path | None = "receipts",
-                  publish_dir: str | Path | None = None) -> dict[str, Any]:
-    """Record a reasoned release-gate waiver `{metric, set, reason}` in the release receipt's
-    `gate.waivers` (an empty reason, an ungated metric or a set not evaluated is refused), then
-    re-sign the folder like `record_evaluation`."""
-    out = Path(out)
-    release = existing_release(out)
-    if release is None:
-        raise ExportError(f"{out} holds no {RELEASE_RECEIPT}; export the release first")
-    try:
-        release["gate"] = gate.add_waiver(release, set_name, metric, reason)
-    except gate.WaiverError as exc:
-        raise ExportError(str(exc)) from None
-    try:
-        verify_sha256sums(out / SUMS)
-    except (HashMismatch, FileNotFoundError) as exc:
-        raise ExportError(f"{out} does not verify, refusing to re-sign it: {exc}") from None
-    return _finish(out, release, Path(receipts_dir) if receipts_dir else None,
-                   Path(publish_dir) if publish_dir else None, resigned="waiver")
 
 
 def _sha_text(text: str) -> str:

@@ -40,10 +40,11 @@ from typing import Any
 from memworker.corpus.sets import load_eval_rows
 from memworker.export import gate
 from memworker.export import modelfile as mfile
+from memworker.export.receipt import check_worker
 from memworker.hashing import HashMismatch, sha256_file, verify_sha256sums
 from memworker.inference import codec
 from memworker.inference.backends import BackendError, LlamaCppBackend
-from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
+from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.samples import EXTRACT
 from memworker.prompts import system_prompt
 from memworker.receipts import RELEASE_RECEIPT, SUMS
@@ -119,42 +120,6 @@ def check_modelfile(folder: Path, receipt: dict[str, Any]) -> list[str]:
         problems.append(f"{path}: TEMPLATE is not the training ChatML template")
     if parsed.get("SYSTEM") != [system_prompt()]:
         problems.append(f"{path}: SYSTEM is not prompts/SYSTEM.txt")
-    return problems
-
-
-def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
-    """The release's `worker` (how its student must be run: extraction form, claim gate,
-    proposing; a receipt without one: the window form, no gate, no proposing) is valid, named in
-    the Modelfile when not the default, and is how every recorded evaluation ran the student (its
-    arm `student`): otherwise the published figures are not those of the worker the release
-    ships."""
-    if not receipt.get("student"):
-        return []
-    where = folder / RELEASE_RECEIPT
-    worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
-    try:
-        if worker_config(worker["extract_form"], worker["claim_gate"],
-                         worker.get("propose") is True) != worker:
-            return [f"{where}: worker {worker} is not in its normal form"]
-    except WorkerError as exc:
-        return [f"{where}: worker: {exc}"]
-    problems = []
-    line = mfile.worker_line(worker)
-    path = folder / "Modelfile"
-    if line and path.is_file() and line not in path.read_text("utf-8").splitlines():
-        problems.append(f"{path}: does not name the release's worker ({line[2:]})")
-    for name, summary in sorted((receipt.get("evaluation") or {}).items()):
-        config = (summary or {}).get("config") or {}
-        if "student" not in (config.get("arms") or {}):
-            continue
-        ran = {"extract_form": (config.get("sampler") or {}).get("extract_form", "window"),
-               "claim_gate": (config.get("claim_gates") or {}).get("student"),
-               **({"propose": True} if "student" in config.get("proposing", []) else {})}
-        if ran != worker:
-            problems.append(f"{where}: evaluation {name} ran the student with "
-                            f"{mfile.worker_words(ran)}, but the release ships "
-                            f"{mfile.worker_words(worker)}: its figures are not the shipped "
-                            "worker's")
     return problems
 
 
