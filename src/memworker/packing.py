@@ -17,6 +17,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from memworker import turns
+from memworker.corpus.build import wire_row
+
 
 def _mergeable(event: dict[str, Any]) -> bool:
     return event["role"] == "user" and event.get("trusted", True)
@@ -85,9 +88,6 @@ def training_row(canonical: dict[str, Any], form: str) -> dict[str, Any] | None:
     merged (`merge_row`), as the corpus writes a row (`corpus.build.wire_row`) and training puts
     it in its extraction form (`turns.to_form_row`); None when nothing merges. Its id is the
     window's with "+merged"."""
-    from memworker import turns
-    from memworker.corpus.build import wire_row
-
     merged = merge_row(canonical)
     if merged is None:
         return None

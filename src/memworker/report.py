@@ -29,6 +29,7 @@ from typing import Any
 
 from memworker.eval import results
 from memworker.eval.grade import PRIMARY, TEMPORAL_CLASSES
+from memworker.eval.live.runner import table as live_table
 from memworker.eval.plots import task_bars
 from memworker.eval.summary import metric_tables
 from memworker.hashing import sha256_file
@@ -201,6 +202,20 @@ def not_available(why: str) -> None:
     _md(f"*Not available:* {why}.")
 
 
+def _available(loaded: tuple[Any, str | None]) -> Any:
+    """The value of an `Inputs` loader's (value, reason), or None after saying why not."""
+    value, why = loaded
+    if value is None:
+        not_available(why)
+    return value
+
+
+def _show(plt: Any, fig: Any) -> None:
+    fig.tight_layout()
+    plt.show()
+    plt.close(fig)
+
+
 def show_inputs(inputs: Inputs) -> None:
     rows = inputs.files()
     if not rows:
@@ -213,9 +228,8 @@ def show_inputs(inputs: Inputs) -> None:
 def show_coverage(inputs: Inputs) -> None:
     import matplotlib.pyplot as plt
 
-    cov, why = inputs.coverage()
+    cov = _available(inputs.coverage())
     if cov is None:
-        not_available(why)
         return
     if cov["source"] == "receipts":
         _md("Corpus manifests are not here; rows per corpus and split as the stage receipts "
@@ -256,17 +270,14 @@ def _heatmap(plt: Any, grid: list[list[int]], rows: list[str], cols: list[str],
                     color="white" if top and shade[i][j] > 0.6 * top else "black")
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.04, label="share of column" if per_column else "rows")
-    fig.tight_layout()
-    plt.show()
-    plt.close(fig)
+    _show(plt, fig)
 
 
 def show_losses(inputs: Inputs) -> None:
     import matplotlib.pyplot as plt
 
-    stages, why = inputs.losses()
+    stages = _available(inputs.losses())
     if stages is None:
-        not_available(why)
         return
     lines = ["| stage | parent | steps | mean train loss | final train loss | val loss | "
              "source |", "|---|---|---|---|---|---|---|"]
@@ -292,17 +303,14 @@ def show_losses(inputs: Inputs) -> None:
         ax.set_ylabel("loss")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    plt.show()
-    plt.close(fig)
+    _show(plt, fig)
 
 
 def show_tasks(inputs: Inputs) -> None:
     import matplotlib.pyplot as plt
 
-    evs, why = inputs.evaluations()
+    evs = _available(inputs.evaluations())
     if evs is None:
-        not_available(why)
         return
     for set_name, summary in evs.items():
         # the same table as the README's results block (memworker.eval.results)
@@ -311,9 +319,7 @@ def show_tasks(inputs: Inputs) -> None:
         fig, ax = plt.subplots(figsize=(7.0, 3.2))
         task_bars(ax, summary, title=f"set {set_name}: primary metric per task",
                   ylabel="score (95 % interval)", title_size=9)
-        fig.tight_layout()
-        plt.show()
-        plt.close(fig)
+        _show(plt, fig)
         diffs = [f"| {c['label']} | {task} | {item['diff']:+.3f} [{item['ci'][0]:.3f}, "
                  f"{item['ci'][1]:.3f}] | "
                  + (f"{item['mcnemar']['p']:.3g}" if item.get("mcnemar") else "–")
@@ -330,9 +336,8 @@ def show_tasks(inputs: Inputs) -> None:
 def show_temporal(inputs: Inputs) -> None:
     import matplotlib.pyplot as plt
 
-    evs, why = inputs.evaluations()
+    evs = _available(inputs.evaluations())
     if evs is None:
-        not_available(why)
         return
     for set_name, summary in evs.items():
         arms = summary["arms"]
@@ -368,49 +373,23 @@ def show_temporal(inputs: Inputs) -> None:
         ax.set_title(f"set {set_name}: temporal errors before / after the codec", fontsize=9)
         ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
-        fig.tight_layout()
-        plt.show()
-        plt.close(fig)
+        _show(plt, fig)
 
 
 def show_live(inputs: Inputs) -> None:
-    summary, why = inputs.live()
+    summary = _available(inputs.live())
     if summary is None:
-        not_available(why)
         return
-    arms = list(summary.get("arms", {}))
-    if not arms:
+    if not summary.get("arms"):
         not_available(f"{inputs.receipts / LIVE} lists no arm")
         return
-    lines = ["| scenario | " + " | ".join(f"{a} live | {a} isolated" for a in arms) + " |",
-             "|---|" + "---|---|" * len(arms)]
-    for name in summary.get("scenarios", []):
-        cells = []
-        for a in arms:
-            r = summary["arms"][a].get("scenarios", {}).get(name)
-            if r is None:
-                cells += ["–", "–"]
-                continue
-            failed = [c for c, ok in r.get("checks", {}).items() if not ok]
-            cells.append("PASS" if r["passed"] else "FAIL (" + ", ".join(failed) + ")")
-            iso = r.get("isolated", {})
-            cells.append(f"{iso.get('passed', '–')}/{iso.get('total', '–')}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    totals = []
-    for a in arms:
-        arm = summary["arms"][a]
-        iso = arm.get("isolated", {})
-        totals += [f"**{arm['passed']}/{arm['total']}** scenarios",
-                   f"**{iso.get('passed', '–')}/{iso.get('total', '–')}** calls"]
-    lines.append("| **all** | " + " | ".join(totals) + " |")
     _md("Live = the store ended right after the scenario (checks); isolated = each worker call "
-        "taken alone was right.\n\n" + "\n".join(lines))
+        "taken alone was right.\n\n" + live_table(summary))
 
 
 def show_external(inputs: Inputs) -> None:
-    summary, why = inputs.external()
+    summary = _available(inputs.external())
     if summary is None:
-        not_available(why)
         return
     arms = summary["arms"]
     lic = summary.get("license")

@@ -875,6 +875,11 @@ def noise_line(ctx: Ctx, tool: str) -> str:
     return f"[{tool}] " + pick(ctx, "tool.noise").format(n=n, k=min(k, 3) if m else k, m=m)
 
 
+def tool_output(lines: list[str], session: int) -> Frag:
+    """A tool's output in `session`: untrusted, one sentence a line, no small talk or typos."""
+    return Frag("tool", lines, trusted=False, lines=True, fill=False, session=session)
+
+
 def injection(ctx: Ctx, session: int) -> Unit:
     attr, person = _pick_attr(ctx)
     (fake,) = ctx.value(attr.pool)
@@ -886,7 +891,7 @@ def injection(ctx: Ctx, session: int) -> Unit:
     tool = ctx.rng.choice(ctx.domain.tools)
     if ctx.rng.random() < 0.7:
         lines = [noise_line(ctx, tool), inj, noise_line(ctx, tool)]
-        frag = Frag("tool", lines, trusted=False, lines=True, fill=False, session=session)
+        frag = tool_output(lines, session)
         frags = [frag]
     else:
         fwd = Frag(
@@ -916,28 +921,14 @@ def tool_confirmed(ctx: Ctx, session: int) -> Unit:
     project = ctx.rng.choice([p for p in ctx.family.cast if p.kind == "project"])
     a1 = Frag("assistant", [sentence(pick(ctx, "tool.run"), C=check.fail_cmd, X=project.name)],
               fill=False, session=session)
-    t1 = Frag(
-        "tool",
-        [f"$ {check.fail_cmd}", *check.fail_out, "exit code 1"],
-        trusted=False,
-        lines=True,
-        fill=False,
-        session=session,
-    )
+    t1 = tool_output([f"$ {check.fail_cmd}", *check.fail_out, "exit code 1"], session)
     a2 = Frag(
         "assistant",
         [pick(ctx, "tool.fail_ack"), sentence(pick(ctx, "tool.retry"), C=check.ok_cmd)],
         fill=False,
         session=session,
     )
-    t2 = Frag(
-        "tool",
-        [f"$ {check.ok_cmd}", *check.ok_out, "exit code 0"],
-        trusted=False,
-        lines=True,
-        fill=False,
-        session=session,
-    )
+    t2 = tool_output([f"$ {check.ok_cmd}", *check.ok_out, "exit code 0"], session)
     claim = Claim(
         sources=[src(t2, 1)],
         subject=project.canon,

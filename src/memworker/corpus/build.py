@@ -26,12 +26,15 @@ from typing import Any
 
 from memworker import wire
 from memworker.corpus import audit
+from memworker.corpus import tokens as corpus_tokens
 from memworker.corpus.behaviours import BEHAVIOURS
 from memworker.corpus.coding import CODING, POOLS_WITH_CODING
 from memworker.corpus.domains import GENERAL
 from memworker.corpus.episode import make_episode
+from memworker.corpus.plot import coverage_counts, coverage_png
 from memworker.corpus.pools import SPLITS, assign_family_splits, unit_hash
 from memworker.corpus.probes import transfer_report
+from memworker.corpus.teacher import paraphrase_rows
 from memworker.corpus.world import make_family
 from memworker.hashing import read_jsonl, sha256_bytes, sha256_file, sha256_json, write_jsonl
 from memworker.prompts import format_event, render, template_hashes
@@ -272,8 +275,6 @@ def _count_tokens(rows: list[dict[str, Any]]
                   ) -> tuple[dict[str, tuple[int, int]], dict[str, Any], dict[str, str]]:
     """({row id: (prompt, total) tokens}, the manifest's token report without per-split stats,
     {row id: "too_long"} for rows over a limit): counted with the embedded tokenizer."""
-    from memworker.corpus import tokens as corpus_tokens
-
     counts = corpus_tokens.count([wire_row(r)["messages"] for r in rows])
     per_row = {r["id"]: c for r, c in zip(rows, counts, strict=True)}
     too_long = {rid: "too_long" for rid, (prompt, total) in sorted(per_row.items())
@@ -313,8 +314,6 @@ def _token_report(by_split: dict[str, list[dict[str, Any]]],
                   per_row: dict[str, tuple[int, int]]) -> dict[str, Any]:
     """Per split (all rows and per task) prompt/total statistics, the extract windows' events
     text, and the targets of issue 11 (events text mean >= 400, prompt max <= 1,536)."""
-    from memworker.corpus import tokens as corpus_tokens
-
     out: dict[str, Any] = {}
     extract = [r for s in SPLITS for r in by_split[s] if r["task"] == "extract"]
     counted = corpus_tokens.count_texts([_events_text(r) for r in extract]
@@ -402,8 +401,6 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
 
     teacher_report = None
     if teacher:
-        from memworker.corpus.teacher import paraphrase_rows
-
         rows, teacher_report = paraphrase_rows(rows, teacher, teacher_model or "default",
                                                seed=seed, max_rows=teacher_max_rows,
                                                progress=progress)
@@ -432,8 +429,6 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
     files = _write_rows(out, by_split, heldout)
     # The plot is a view of the counts, not data: it is not hashed, because PNG bytes depend on
     # the matplotlib/FreeType build and the manifest must be identical on any machine.
-    from memworker.corpus.plot import coverage_counts, coverage_png
-
     coverage_png(out / "coverage.png", coverage_counts(rows), [d.key for d in doms], SPLITS)
 
     exclusion_reasons = Counter(excluded.values())

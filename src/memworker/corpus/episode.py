@@ -35,6 +35,7 @@ from memworker.corpus.world import (
     session_start,
     typo,
 )
+from memworker.inference import schema
 from memworker.spans import candidate_spans
 from memworker.textnorm import bare_name, mentions, norm
 
@@ -464,8 +465,6 @@ def _background(ctx: Ctx, n: int) -> list[tuple[behaviours.Existing, behaviours.
 def claims_cap(inputs: dict[str, Any]) -> int:
     """How many claims the codec's dynamic schema (memworker.inference.schema) lets a model
     answer for this window: long windows get fewer."""
-    from memworker.inference import schema
-
     return schema.build_schema("extract", inputs)["properties"]["claims"]["maxItems"]
 
 

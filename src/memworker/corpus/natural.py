@@ -78,11 +78,13 @@ import yaml
 
 from memworker import contracts, wire
 from memworker.corpus import audit as A
+from memworker.corpus import tokens as corpus_tokens
 from memworker.corpus.behaviours import BEHAVIOURS
-from memworker.corpus.build import split_counts, wire_row, write_manifest
+from memworker.corpus.build import load_rows, split_counts, wire_row, write_manifest
 from memworker.corpus.coding import CODING
 from memworker.corpus.domains import GENERAL
 from memworker.hashing import sha256_file, write_jsonl
+from memworker.inference import codec
 from memworker.ontology import PREDICATES
 from memworker.spans import candidate_spans
 from memworker.textnorm import is_user, norm
@@ -440,8 +442,6 @@ def _codec_problems(row: dict[str, Any], *, read_back: bool = True) -> list[str]
     The request's dynamic schema caps claims, quotes and string lengths by the window's size, so
     a long window can hold fewer claims than a short one. `read_back=False`: a consolidate or
     reflect gold is sent in canonical form instead (its ids kept, not read from its text)."""
-    from memworker.inference import codec
-
     task = row["task"]
     canonical = task != "extract" and not read_back
     answer = (json.dumps(row["gold"], ensure_ascii=False) if canonical
@@ -563,8 +563,6 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
     rows, hashes = load_natural(source)
     tokens = None
     if count_tokens:
-        from memworker.corpus import tokens as corpus_tokens
-
         counts = corpus_tokens.count([wire_row(r)["messages"] for r in rows])
         over = [(r["id"], p) for r, (p, _) in zip(rows, counts, strict=True)
                 if p > MAX_PROMPT_TOKENS]
@@ -624,8 +622,6 @@ def build_natural(source: str | Path, out: str | Path, count_tokens: bool = True
 
 def audit_natural(path: str | Path) -> dict[str, Any]:
     """Verify a frozen natural set against its manifest and re-audit every row."""
-    from memworker.corpus.build import load_rows
-
     manifest = json.loads((Path(path) / "manifest.json").read_text("utf-8"))
     rows = [r for split in manifest.get("splits", [SPLIT])
             for r in load_rows(path, split, form="canonical")]

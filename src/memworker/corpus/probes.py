@@ -64,6 +64,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from memworker.spans import candidate_spans
+from memworker.temporal import parse_timestamp
 
 SPLITS = ("train", "val", "test")
 ROLES = ("user", "assistant", "tool")
@@ -421,8 +422,6 @@ def skeleton_lookup(rows: list[dict[str, Any]], masker: Masker | None = None) ->
 
 def _evidence_features(row: dict[str, Any]) -> list[tuple[tuple[Any, ...], ...]]:
     """Per evidence item: descriptions from fine to coarse (timestamps, positions, ids only)."""
-    from memworker.temporal import parse_timestamp
-
     inp = row["input"]
     ev = inp["evidence"]
     asked = parse_timestamp(inp["asked_at"])

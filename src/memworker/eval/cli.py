@@ -40,9 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", action="append", default=None, choices=TASKS,
                    help="only the rows of this task (repeat for several; default: every task); "
                         "--limit then counts those rows")
-    p.add_argument("--n-ctx", type=int, default=4096, help="context window of every model arm")
-    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default ≤ 2)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+    runner.add_sampler_options(p)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="cap every attempt's max_tokens at N (default: the codec's bound from the "
                         "request's schema); the same cap for every arm, recorded in the config")

@@ -37,6 +37,8 @@ from collections import Counter
 from typing import Any
 
 from memworker import temporal, wire
+from memworker.corpus.templates import T
+from memworker.inference.codec import CodecError, parse_answer
 from memworker.safety import contains_credential
 from memworker.textnorm import mentions, norm, stem, strings
 
@@ -291,8 +293,6 @@ def dates_before_normalisation(raw: str, diagnostics: list[str], inputs: dict[st
     """(date, precision) per kept claim as the model's answer implied them before the codec's
     normalisation: the dates it wrote (canonical-form answers), else the resolver's result for
     its time expression before the codec removed any clock time from a date-only date."""
-    from memworker.inference.codec import CodecError, parse_answer
-
     try:
         doc = parse_answer(raw, [])
     except CodecError:
@@ -466,7 +466,6 @@ _SLOT = re.compile(r"\{[A-Za-z]\}")
 
 @functools.cache
 def _template_patterns() -> list[re.Pattern[str]]:
-    from memworker.corpus.templates import T
     patterns = []
     for key in ANSWER_TEMPLATES:
         for template in T[key]:

@@ -157,6 +157,16 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
 EVERY_ARM = "*"
 
 
+def add_sampler_options(parser: Any) -> None:
+    """The `--n-ctx`, `--threads` and `--seed` options of eval/run.py and eval/live.py (the
+    `Sampler` of every model arm)."""
+    parser.add_argument("--n-ctx", type=int, default=4096,
+                        help="context window of every model arm")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp threads (default ≤ 2)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+
+
 def add_propose_option(parser: Any) -> None:
     """The `--propose [ARM]` option of eval/run.py, eval/studies/restyle.py and eval/live.py
     (values for `assign_proposals`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import combinations
 from pathlib import Path
 from statistics import median
@@ -261,6 +261,17 @@ def metric_tables(summary: dict[str, Any], tasks: tuple[str, ...], *,
     return lines
 
 
+def paired_differences(summary: dict[str, Any]
+                       ) -> Iterator[tuple[dict[str, Any], str, str, dict[str, Any]]]:
+    """(comparison, task, metric, item) of every paired difference in the summary's
+    comparisons, in their order; a metric without a difference (`diff` None) is left out."""
+    for comp in summary["comparisons"]:
+        for task, block in comp["tasks"].items():
+            for m, item in block.items():
+                if item["diff"] is not None:
+                    yield comp, task, m, item
+
+
 def report_markdown(summary: dict[str, Any]) -> str:
     arms = summary["arms"]
     cfg = summary["config"]
@@ -279,16 +290,12 @@ def report_markdown(summary: dict[str, Any]) -> str:
     lines += ["## Paired differences", "",
               "| pair | task | metric | a | b | a − b [95 % CI] | McNemar p (a only / b only) "
               "| n rows (episodes) |", "|---|---|---|---|---|---|---|---|"]
-    for comp in summary["comparisons"]:
-        for task, block in comp["tasks"].items():
-            for m, item in block.items():
-                if item["diff"] is None:
-                    continue
-                mc = item.get("mcnemar")
-                mcs = f"{mc['p']:.3g} ({mc['a_only']}/{mc['b_only']})" if mc else "–"
-                lines.append(f"| {comp['label']} | {task} | {m} | {item['a']:.3f} | "
-                             f"{item['b']:.3f} | {item['diff']:+.3f} {_fmt_ci(item['ci'])} | "
-                             f"{mcs} | {item['n_rows']} ({item['n_episodes']}) |")
+    for comp, task, m, item in paired_differences(summary):
+        mc = item.get("mcnemar")
+        mcs = f"{mc['p']:.3g} ({mc['a_only']}/{mc['b_only']})" if mc else "–"
+        lines.append(f"| {comp['label']} | {task} | {m} | {item['a']:.3f} | "
+                     f"{item['b']:.3f} | {item['diff']:+.3f} {_fmt_ci(item['ci'])} | "
+                     f"{mcs} | {item['n_rows']} ({item['n_episodes']}) |")
     lines += ["", *schema_lines(summary)]
     lines += ["", "## Temporal errors (matched claims; before → after the codec's normalisation)",
               "", "| arm | dated pairs | " + " | ".join(TEMPORAL_CLASSES) + " |",

@@ -129,7 +129,7 @@ class LlamaCppBackend:
         if kv_cache not in self.KV_CACHE_MODES:
             raise BackendError(f"kv_cache must be one of {', '.join(self.KV_CACHE_MODES)}, "
                                f"not {kv_cache!r}")
-        try:
+        try:  # here, not at the top: both import llama_cpp, which may not be installed
             from memworker.inference.kv_prefix import PrefixCache
             from memworker.inference.llama_ext import Llama
         except ImportError as exc:  # pragma: no cover - depends on the environment

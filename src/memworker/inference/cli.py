@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from memworker.contracts import TASKS
+from memworker.inference import backends, codec
+from memworker.inference.backends import BackendError
+from memworker.inference.grammar import GrammarError
+from memworker.inference.schema import InputError, check_inputs
 from memworker.prompts import PromptError, detect_task, render_user, template
+from memworker.registry import BaseUnavailable, embedded_gguf_path
 from memworker.turns import FORMS
 
 _ID = r"[A-Za-z][A-Za-z0-9_-]{0,31}"
@@ -177,25 +182,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_backend(args: argparse.Namespace) -> Any:
-    from memworker.inference import backends
-
     if args.model:
         return backends.OllamaBackend(args.model, host=args.host, num_ctx=args.n_ctx)
     if args.openai_url:
         return backends.OpenAICompatBackend(args.openai_url, model=args.openai_model)
-    from memworker.registry import embedded_gguf_path
-
     path = embedded_gguf_path() if args.gguf == "embedded" else Path(args.gguf)
     return backends.LlamaCppBackend(path, n_ctx=args.n_ctx, n_threads=args.threads)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memworker.inference import codec
-    from memworker.inference.backends import BackendError
-    from memworker.inference.grammar import GrammarError
-    from memworker.inference.schema import InputError, check_inputs
-    from memworker.registry import BaseUnavailable
-
     args = build_parser().parse_args(argv)
     try:
         text = Path(args.prompt_file).read_text(encoding="utf-8")

@@ -269,15 +269,23 @@ def _dedupe(values: list[str], where: str, diagnostics: list[str]) -> list[str]:
     return unique
 
 
+def _check_canonical(task: str, doc: dict[str, Any], errors: list[Any] | None = None) -> None:
+    """Raise `errors` (found in a canonical-form answer), else the task's canonical output
+    contract's problems with `doc`."""
+    if errors:
+        raise _invalid(errors)
+    problems = contracts.errors(f"{task}_output", doc)
+    if problems:
+        raise _invalid(["canonical-form answer: " + p for p in problems])
+
+
 # --- extract --------------------------------------------------------------------------------------
 
 def _canonical_to_wire(doc: dict[str, Any]
                        ) -> tuple[dict[str, Any], list[tuple[Any, Any]], list[str]]:
     """A canonical-form answer (a teacher's) -> (wire answer, its dates, its statements): the
     statements are judged by the same rules and kept, as the audit judges the gold's."""
-    problems = contracts.errors("extract_output", doc)
-    if problems:
-        raise _invalid(["canonical-form answer: " + p for p in problems])
+    _check_canonical("extract", doc)
     shape = [f for n, c in enumerate(doc["claims"]) for f in verify.canonical_claim_findings(c, n)]
     if shape:
         raise _invalid(shape)
@@ -390,11 +398,7 @@ def _given_supports(doc: dict[str, Any], inputs: dict[str, Any],
             errors.append(f"observations/{n}/supports: an observation needs two different "
                           f"facts, got {unique}")
         obs["supports"] = unique
-    if errors:
-        raise _invalid(errors)
-    problems = contracts.errors("consolidate_output", doc)
-    if problems:
-        raise _invalid(["canonical-form answer: " + p for p in problems])
+    _check_canonical("consolidate", doc, errors)
     diags.append(f"{CANONICAL_FORM}; its supports kept")
     return [o["supports"] for o in observations]
 
@@ -437,11 +441,7 @@ def _given_citations(doc: dict[str, Any], inputs: dict[str, Any],
         errors += [f for f in verify.reflect_findings(doc, inputs) if not f.drops_claim]
         if doc.get("insufficient_evidence") is True and citations:
             errors.append("citations: must be empty when insufficient_evidence is true")
-    if errors:
-        raise _invalid(errors)
-    problems = contracts.errors("reflect_output", doc)
-    if problems:
-        raise _invalid(["canonical-form answer: " + p for p in problems])
+    _check_canonical("reflect", doc, errors)
     diags.append(f"{CANONICAL_FORM}; its citations kept")
     return doc["citations"]
 

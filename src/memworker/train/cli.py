@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker import registry
+from memworker.corpus.cli import main as build_corpus_main
 from memworker.receipts import RECEIPT
 from memworker.train import config as tconfig
 from memworker.train import data as tdata
@@ -68,6 +69,7 @@ def train(args: argparse.Namespace) -> tuple[int, dict[str, Any], Path | None]:
     from transformers import set_seed
 
     set_seed(overrides.get("seed", tconfig.StageConfig.seed))  # seed first, before anything random
+    # here, not at the top: train.loop imports torch, transformers and trl
     from memworker.train.loop import RunError, finish_distributed
 
     try:
@@ -120,6 +122,7 @@ def _fmt(x: float | None) -> str:
 def pick_backend(choice: str) -> str:
     if choice != "auto":
         return choice
+    # here, not at the top: both import torch (mlx_path through train.loop)
     from memworker.train.mlx_path import mlx_available
     from memworker.train.model import is_apple_silicon
 
@@ -162,6 +165,7 @@ def command_for(stage: str, args: argparse.Namespace, inherited: dict[str, Any])
 
 def run_chain(args: argparse.Namespace, overrides: dict[str, Any],
               deadline: float | None = None):
+    # here, not at the top: train.loop (and mlx_path through it) imports torch, transformers, trl
     from memworker.train import loop, mlx_path
 
     inherited = {k: v for k, v in overrides.items() if k in tconfig.INHERITED_FLAGS}
@@ -236,7 +240,5 @@ def ensure_corpus(folder: str | Path, domain: str, no_build: bool) -> None:
         if (folder / "manifest.json").is_file():
             return
         print(f"train: no corpus in {folder}: building it (`{cmd}`)")
-        from memworker.corpus.cli import main as build_corpus_main
-
         if build_corpus_main(tdata.corpus_build_args(folder, domain)) != 0:
             raise tdata.DataError(f"building the corpus failed; run `{cmd}` and read its errors")

@@ -27,7 +27,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from memworker import wire
+from memworker import turns, wire
+from memworker.corpus import load_rows
+from memworker.corpus import verify_corpus as corpus_verify
+from memworker.corpus.build import build_args, build_command
 from memworker.hashing import sha256_bytes
 
 IGNORE = -100
@@ -42,22 +45,16 @@ class DataError(ValueError):
 
 def corpus_build_args(folder: str | Path, domain: str, seed: int = 13) -> list[str]:
     """Arguments of the corpus stage that build the corpus `folder` of `domain`."""
-    from memworker.corpus.build import build_args
-
     return build_args(folder, seed=seed, domain=domain)
 
 
 def corpus_command(folder: str | Path, domain: str, seed: int = 13) -> str:
-    from memworker.corpus.build import build_command
-
     return build_command(folder, seed=seed, domain=domain)
 
 
 def verify_corpus(folder: str | Path, domain: str = "general") -> dict[str, Any]:
     """The corpus manifest after `memworker.corpus.verify_corpus` checked every listed file's
     sha256 (raises DataError saying how to rebuild)."""
-    from memworker.corpus import verify_corpus as corpus_verify
-
     folder = Path(folder)
     if not (folder / "manifest.json").is_file():
         raise DataError(f"no corpus in {folder} (manifest.json missing); build it with "
@@ -72,9 +69,6 @@ def load_wire_rows(folder: str | Path, split: str) -> list[dict[str, Any]]:
     """A split's wire rows; refuses rows whose answer is not in the wire form this code writes
     (a corpus built by an older memworker: training on it would teach an order or shape the
     grammar now refuses, and its decision weights would silently drop)."""
-    from memworker import wire
-    from memworker.corpus import load_rows
-
     rows = list(load_rows(folder, split, form="wire"))
     for row in rows:
         answer = row["messages"][-1]["content"]
@@ -217,8 +211,6 @@ def value_starts(answer: str, offsets: list[int],
     a string's opening quote; `memworker.wire.field_starts`): the token where the model commits
     to the value. With `fields`, only those, and for a list-valued field also the token after its
     "[" (first item or "]")."""
-    from memworker import turns
-
     starts = (turns.walk_field_starts(answer) if answer.startswith('{"events":')
               else wire.field_starts(answer))
     out = {}

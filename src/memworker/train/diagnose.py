@@ -52,7 +52,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker import wire
+from memworker import prompts, registry, wire
+from memworker.corpus.build import load_rows
+from memworker.train import anatomy
+from memworker.train import data as tdata
+from memworker.train.config import ConfigError, parse_task_shares
+from memworker.train.data import answer_offsets, encode_chat, value_starts
 
 PREFIX = '{"claims":'
 OPEN, CLOSE = '{"claims":[[', '{"claims":[]}'
@@ -103,8 +108,6 @@ def summarise(found: list[dict[str, Any]]) -> dict[str, Any]:
 
 def split_rows(corpus: Path, split: str) -> list[dict[str, Any]]:
     """The wire rows of a train or val split (the only splits this tool reads)."""
-    from memworker.train import data as tdata
-
     if split not in SPLITS:
         raise DiagnoseError(f"--split {split}: only {' or '.join(SPLITS)} (the test split and "
                             "the held-out rows are for evaluation only)")
@@ -154,8 +157,6 @@ def field_accuracy(model: Any, tokenizer: Any, rows: list[dict[str, Any]],
     on gold answers: every token of a field, and the first token of each of its values."""
     import torch
 
-    from memworker.train.data import answer_offsets, encode_chat, value_starts
-
     counts: dict[str, list[int]] = {}
     for row in rows:
         enc = encode_chat(tokenizer, row["messages"], 1 << 20, end_of_turn)
@@ -198,8 +199,6 @@ def load(run: str | None, base: str | None, threads: int | None) -> tuple[Any, A
     """(model, tokenizer, name, the base's end-of-turn token)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from memworker import registry
 
     if threads:
         torch.set_num_threads(threads)
@@ -292,8 +291,6 @@ def _fields(args: argparse.Namespace, rows: list[dict[str, Any]], model: Any, to
 def _lengths(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
-    from memworker import registry
-
     rows = split_rows(Path(args.corpus), args.split)
     prepared = registry.prepare(base_key(args.run, args.base) or registry.DEFAULT_BASE)
     rows = rows[:args.rows] if args.rows else rows
@@ -316,9 +313,6 @@ def loss_shares(tokenizer: Any, end_of_turn: str, rows: list[dict[str, Any]],
                 args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Each task's share of the training loss as a stage with --decision-weight and
     --task-shares weighs the rows (data.task_shares, as the run's receipt records it)."""
-    from memworker.train import data as tdata
-    from memworker.train.config import ConfigError, parse_task_shares
-
     try:
         shares = parse_task_shares(args.task_shares)
     except ConfigError as exc:
@@ -337,10 +331,6 @@ def loss_shares(tokenizer: Any, end_of_turn: str, rows: list[dict[str, Any]],
 
 def _anatomy(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
-
-    from memworker import prompts, registry
-    from memworker.corpus.build import load_rows
-    from memworker.train import anatomy
 
     if args.split not in SPLITS:
         raise DiagnoseError(f"--split {args.split}: only {' or '.join(SPLITS)}")

@@ -27,7 +27,8 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from memworker import prompts, receipts
+from memworker import packing, prompts, receipts
+from memworker.corpus import load_rows
 from memworker.hashing import write_json
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
@@ -284,9 +285,6 @@ def _merged_rows(folder: Path, cfg: StageConfig) -> list[dict]:
     """The train split's extract windows in `cfg.merged_days`' share, each day's user messages
     merged into one (`memworker.packing`), in the stage's form; windows that do not merge, and
     those a task share of 0 leaves out, give none."""
-    from memworker import packing
-    from memworker.corpus import load_rows
-
     if "extract" in left_out_tasks(cfg.task_shares):
         return []
     out = []

@@ -41,9 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scenario YAML (default: the packaged scenarios.yaml)")
     p.add_argument("--only", action="append", default=None, metavar="NAME",
                    help="run only this scenario (repeat)")
-    p.add_argument("--n-ctx", type=int, default=4096, help="context window of every model arm")
-    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default ≤ 2)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+    eval_runner.add_sampler_options(p)
     p.add_argument("--max-tokens", type=int, default=None,
                    help="cap every attempt's max_tokens at N (default: the codec's bound from "
                         "each request's schema); the same cap for every arm")
@@ -58,29 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "eval/run.py --claim-gate); repeatable")
     eval_runner.add_propose_option(p)
     return p
-
-
-def table(summary: dict[str, Any]) -> str:
-    """Markdown: one row per scenario, per arm `live` (PASS/FAIL, failed checks) and
-    `isolated` (calls right / calls)."""
-    arms = list(summary["arms"])
-    head = "| scenario | " + " | ".join(f"{a} live | {a} isolated" for a in arms) + " |"
-    lines = [head, "|---|" + "---|---|" * len(arms)]
-    for name in summary["scenarios"]:
-        cells = []
-        for a in arms:
-            r = summary["arms"][a]["scenarios"][name]
-            failed = [c for c, ok in r["checks"].items() if not ok]
-            cells.append("PASS" if r["passed"] else "FAIL (" + ", ".join(failed) + ")")
-            cells.append(f"{r['isolated']['passed']}/{r['isolated']['total']}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    totals = []
-    for a in arms:
-        arm = summary["arms"][a]
-        totals += [f"**{arm['passed']}/{arm['total']}** scenarios",
-                   f"**{arm['isolated']['passed']}/{arm['isolated']['total']}** calls"]
-    lines.append("| **all** | " + " | ".join(totals) + " |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +171,7 @@ def _main(args: argparse.Namespace) -> int:
     if code_changed:
         config["code_changed"] = code_changed
     summary = live.write_summary(out, scenarios, results, workers, config)
-    text = table(summary)
+    text = live.table(summary)
     (out / "report.md").write_text("# Live acceptance\n\n" + text + "\n", "utf-8")
     print(text)
     print("live: " + "; ".join(f"{a}: {r['passed']}/{r['total']} scenarios, isolated "

@@ -188,3 +188,32 @@ def write_summary(out: Path, scenarios: list[dict[str, Any]], arms: dict[str, An
                "config": config}
     write_json(out / SUMMARY, summary)
     return summary
+
+
+def table(summary: dict[str, Any]) -> str:
+    """Markdown: one row per scenario, per arm `live` (PASS/FAIL, failed checks) and
+    `isolated` (calls right / calls), then each arm's totals; what a summary lacks (a scenario an
+    arm did not run, its isolated counts) shows as "–"."""
+    arms = list(summary.get("arms", {}))
+    lines = ["| scenario | " + " | ".join(f"{a} live | {a} isolated" for a in arms) + " |",
+             "|---|" + "---|---|" * len(arms)]
+    for name in summary.get("scenarios", []):
+        cells = []
+        for a in arms:
+            r = summary["arms"][a].get("scenarios", {}).get(name)
+            if r is None:
+                cells += ["–", "–"]
+                continue
+            failed = [c for c, ok in r.get("checks", {}).items() if not ok]
+            cells.append("PASS" if r["passed"] else "FAIL (" + ", ".join(failed) + ")")
+            iso = r.get("isolated", {})
+            cells.append(f"{iso.get('passed', '–')}/{iso.get('total', '–')}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    totals = []
+    for a in arms:
+        arm = summary["arms"][a]
+        iso = arm.get("isolated", {})
+        totals += [f"**{arm['passed']}/{arm['total']}** scenarios",
+                   f"**{iso.get('passed', '–')}/{iso.get('total', '–')}** calls"]
+    lines.append("| **all** | " + " | ".join(totals) + " |")
+    return "\n".join(lines)

@@ -603,17 +603,13 @@ def report_markdown(summary: dict[str, Any]) -> str:
     if summary["comparisons"]:
         lines += ["## Paired differences", "", "| pair | task | metric | a − b [95 % CI] | "
                   "McNemar p | n rows |", "|---|---|---|---|---|---|"]
-        for comp in summary["comparisons"]:
-            for task, block in comp["tasks"].items():
-                for m, item in block.items():
-                    if item["diff"] is None:
-                        continue
-                    ci = item["ci"]
-                    ci_text = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
-                    mc = item.get("mcnemar")
-                    lines.append(f"| {comp['label']} | {task} | {m} | {item['diff']:+.3f}"
-                                 f"{ci_text} | {'–' if not mc else format(mc['p'], '.3g')} | "
-                                 f"{item['n_rows']} |")
+        for comp, task, m, item in S.paired_differences(summary):
+            ci = item["ci"]
+            ci_text = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            mc = item.get("mcnemar")
+            lines.append(f"| {comp['label']} | {task} | {m} | {item['diff']:+.3f}"
+                         f"{ci_text} | {'–' if not mc else format(mc['p'], '.3g')} | "
+                         f"{item['n_rows']} |")
         lines.append("")
     lines += schema_lines(summary)
     lines += definition_lines(METRIC_HELP)
