@@ -194,14 +194,16 @@ def wire_row(row: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------- build
 
 def build_args(out: str | Path | None = None, *, seed: int = 13, episodes: int | None = None,
-               domain: str = "general", count_tokens: bool = True) -> list[str]:
+               domain: str = "general", count_tokens: bool = True,
+               voice: str | None = None) -> list[str]:
     """The arguments of `python corpus/build.py` that build this corpus: the one builder behind
     the manifest's rebuild_args, the rebuild hints and training's corpus stage. `out` None: no
-    --out; `episodes` None: the default count."""
+    --out; `episodes` None: the default count; `voice` None: the generator's own voice."""
     args = ["--out", str(out)] if out is not None else []
     args += ["--seed", str(seed)]
     args += ["--episodes", str(episodes)] if episodes is not None else []
     args += ["--domain", domain] if domain != "general" else []
+    args += ["--voice", voice] if voice else []
     return args + ([] if count_tokens else ["--no-tokens"])
 
 
@@ -210,11 +212,12 @@ def build_command(out: str | Path, **kwargs: Any) -> str:
     return " ".join(["python", "corpus/build.py", *build_args(out, **kwargs)])
 
 
-def rebuild_args(seed: int, episodes: int, domain: str, count_tokens: bool) -> str:
+def rebuild_args(seed: int, episodes: int, domain: str, count_tokens: bool,
+                 voice: str | None = None) -> str:
     """The build flags that reproduce a corpus (the output folder is not recorded, so that
     the same seed gives the same manifest wherever it is built)."""
     return " ".join(build_args(seed=seed, episodes=episodes, domain=domain,
-                               count_tokens=count_tokens))
+                               count_tokens=count_tokens, voice=voice))
 
 
 def dump_manifest(manifest: dict[str, Any]) -> bytes:
@@ -390,14 +393,25 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
                  domain: str = "general", count_tokens: bool = True,
                  teacher: str | None = None, teacher_model: str | None = None,
                  teacher_max_rows: int | None = None, progress: bool = False,
-                 natural_manifest: str | Path | None = None) -> dict[str, Any]:
+                 natural_manifest: str | Path | None = None,
+                 voice: str | None = None) -> dict[str, Any]:
     """Generate, audit, check and freeze a corpus into `out`; return its manifest.
+    `voice`: rewrite the extract windows in that voice before the audit
+    (`memworker.corpus.voice`; None, the default: as generated, and the manifest has no trace
+    of the option).
     `natural_manifest`: the natural set's manifest.json (or its folder) to reference by sha256;
     None: data/natural/manifest.json when it exists (`natural_reference`)."""
     out = Path(out)
     doms = domains_for(domain)
     rows, family_splits = generate_rows(domain, seed, episodes, progress)
     generated = len(rows)
+
+    voice_report = None
+    if voice:
+        from memworker.corpus.voice import voice_rows
+
+        _log(progress, f"re-voicing the extract windows ({voice})")
+        rows, voice_report = voice_rows(rows, seed, voice)
 
     teacher_report = None
     if teacher:
@@ -439,7 +453,7 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         "args": {"episodes": episodes, "domain": domain, "count_tokens": count_tokens,
                  "teacher": teacher, "teacher_model": teacher_model,
                  "teacher_max_rows": teacher_max_rows},
-        "rebuild_args": rebuild_args(seed, episodes, domain, count_tokens),
+        "rebuild_args": rebuild_args(seed, episodes, domain, count_tokens, voice),
         "domains": [d.key for d in doms],
         "behaviours": list(BEHAVIOURS),
         "counts": {s: split_counts(by_split[s]) for s in SPLITS},
@@ -460,6 +474,9 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
         "tokens": tokens,
         "teacher": teacher_report,
     }
+    if voice:  # recorded only when set: the default manifest stays byte-identical
+        manifest["args"]["voice"] = voice
+        manifest["voice"] = voice_report
     return write_manifest(out, manifest)
 
 

@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
         help="base URL of an OpenAI-compatible server that paraphrases events, ending in /v1 "
         "(e.g. http://127.0.0.1:8000/v1; optional; unreachable or failing: the build fails)",
     )
+    p.add_argument(
+        "--voice", choices=("natural",), default=None,
+        help="rewrite the extract windows as people write (several facts per message, "
+             "casual spelling, fillers; memworker.corpus.voice); off by default")
     p.add_argument("--teacher-model", metavar="NAME", help="model name sent to the teacher")
     p.add_argument(
         "--teacher-max-rows",
@@ -191,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             teacher_max_rows=args.teacher_max_rows,
             progress=not args.quiet,
             natural_manifest=args.natural_manifest,
+            voice=args.voice,
         )
     except TeacherError as exc:
         print(f"error: {exc}; nothing was written", file=sys.stderr)

@@ -174,3 +174,21 @@ def templates(folder: Path = TABLES) -> tuple[Phrases, Phrases]:
     path = folder / "templates.yaml"
     return (convert(_section(path, "templates"), Phrases, path, "templates"),
             convert(_section(path, "obs_theme"), Phrases, path, "obs_theme"))
+
+
+def voice(folder: Path = TABLES) -> tuple[tuple[str, ...], tuple[str, ...],
+                                          tuple[tuple[str, str], ...]]:
+    """The re-voiced generator's casual register (voice.yaml): (fillers, emoji, shortenings as
+    (phrase, casual form) pairs). Read only by `memworker.corpus.voice`."""
+    path = folder / "voice.yaml"
+    fillers = convert(_section(path, "fillers"), tuple[str, ...], path, "fillers")
+    emoji = convert(_section(path, "emoji"), tuple[str, ...], path, "emoji")
+    pairs = _section(path, "shortenings")
+    if not isinstance(pairs, list):
+        raise _fail(f"expected a list, got {type(pairs).__name__}", path, "shortenings")
+    short = []
+    for i, p in enumerate(pairs):
+        if not (isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) and s for s in p)):
+            raise _fail(f"expected [phrase, casual form], got {p!r}", path, f"shortenings[{i}]")
+        short.append((p[0], p[1]))
+    return fillers, emoji, tuple(short)
