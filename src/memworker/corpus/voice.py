@@ -55,7 +55,7 @@ P_CASUAL = 0.9
 P_SHORTEN = 0.8
 P_DROP_PERIOD = 0.45
 P_EMOJI = 0.6
-P_FILLER = 0.5
+P_FILLER = 0.6
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
 _WORD_AT = re.compile(r"[\w'’-]+")
