@@ -60,6 +60,12 @@ P_FILLER = 0.6
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
 _WORD_AT = re.compile(r"[\w'’-]+")
 
+#: words that start sentences and are never a name, even where the generator capitalises one
+#: inside a sentence ("so yeah, We pulled out ...")
+_NEVER_NAMES = frozenset((
+    "i", "we", "the", "it", "my", "our", "they", "he", "she", "a", "an", "so", "and", "but",
+    "this", "that", "there", "two", "what", "not", "just", "also", "still", "had", "got"))
+
 Edit = tuple[int, int, str]  # replace text[start:end] with the string (start == end: insert)
 
 
@@ -108,8 +114,7 @@ def _names(row: dict[str, Any]) -> set[str]:
         starts = {s for s, _ in sentence_offsets(f["statement"])}
         names.update(m.group(0).lower() for m in _CAPITALISED.finditer(f["statement"])
                      if m.start() not in starts)
-    names.discard("i")
-    return names | _proper_words()
+    return (names | _proper_words()) - _NEVER_NAMES
 
 
 @functools.cache
