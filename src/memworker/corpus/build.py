@@ -35,6 +35,7 @@ from memworker.corpus.plot import coverage_counts, coverage_png
 from memworker.corpus.pools import SPLITS, assign_family_splits, unit_hash
 from memworker.corpus.probes import transfer_report
 from memworker.corpus.teacher import paraphrase_rows
+from memworker.corpus.voice import voice_rows
 from memworker.corpus.world import make_family
 from memworker.hashing import read_jsonl, sha256_bytes, sha256_file, sha256_json, write_jsonl
 from memworker.prompts import format_event, render, template_hashes
@@ -408,8 +409,6 @@ def build_corpus(out: str | Path, seed: int = 13, episodes: int = DEFAULT_EPISOD
 
     voice_report = None
     if voice:
-        from memworker.corpus.voice import voice_rows
-
         _log(progress, f"re-voicing the extract windows ({voice})")
         rows, voice_report = voice_rows(rows, seed, voice)
 

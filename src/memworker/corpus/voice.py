@@ -42,7 +42,9 @@ from collections import Counter
 from typing import Any
 
 from memworker.corpus import tables
+from memworker.corpus.coding import POOLS_WITH_CODING
 from memworker.corpus.merge import chosen, merge_row
+from memworker.corpus.pools import FEMALE, MALE, PETS
 from memworker.corpus.templates import allowed
 from memworker.corpus.world import rng_for
 from memworker.spans import candidate_spans, sentence_offsets
@@ -121,11 +123,8 @@ def _names(row: dict[str, Any]) -> set[str]:
 def _proper_words() -> frozenset[str]:
     """People's and pets' names of every split and the capitalised words of the value pools
     (places, employers, products): a sentence starting with one keeps its capital."""
-    from memworker.corpus.coding import POOLS_WITH_CODING as POOLS
-    from memworker.corpus.pools import FEMALE, MALE, PETS
-
     words = {n.lower() for n in (*FEMALE, *MALE, *PETS)}
-    for values in POOLS.values():
+    for values in POOLS_WITH_CODING.values():
         for v in values if isinstance(values, (list, tuple)) else ():
             if isinstance(v, str):
                 words.update(m.group(0).lower() for m in _CAPITALISED.finditer(v))
