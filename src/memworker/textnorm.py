@@ -32,6 +32,18 @@ def mentions(text: str, phrase: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", text, re.I) is not None
 
 
+ARTICLES = ("the ", "a ", "an ")
+
+
+def value_key(value: str | None) -> str:
+    """A value as matching compares it: normalised (`norm`), a leading article dropped."""
+    text = norm(value)
+    for article in ARTICLES:
+        if text.startswith(article):
+            return text[len(article):]
+    return text
+
+
 def stem(word: str) -> str:
     """A crude stem for matching content words: plural and verb endings and a final "e" dropped
     ("lives", "live", "lived", "living" -> "liv"); words stay at least 3 letters where they can."""

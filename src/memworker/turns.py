@@ -13,10 +13,11 @@ is shown once, as in the one-call form, and the codec then asks for one event at
 
 One turn per event that holds user words (every gold claim of the generated corpus cites a user
 event last). A claim belongs to the latest event it quotes, so a turn's claims may quote earlier
-events too, never later ones; a claim whose latest quote holds no user words (an assistant's or a
-tool's words the user takes up: 11 of the 1,264 gold claims of natural-train's train split) belongs
-to the first turn after it (`turn_of`), and a window with a claim after every turn (4 of them) is
-left out of training in these forms (each turn's dynamic schema offers the spans of events up to its own).
+events too, never later ones (each turn's dynamic schema offers the spans of events up to its
+own). A claim whose latest quote holds no user words (an assistant's or a tool's words the user
+takes up: 11 of the 1,264 gold claims of natural-train's train split) belongs to the first turn
+after it (`turn_of`); a window with a claim after every turn (4 of them) is left out of training
+in these forms.
 Each answer is short and local (train split: 57 % of the turns are empty; the others a median 52
 answer tokens) and the model sees the events after the one it is asked about, so a fact that a
 later event corrects is not claimed from the earlier event (the gold has no claim there).

@@ -40,7 +40,7 @@ from memworker import temporal, wire
 from memworker.corpus.templates import T
 from memworker.inference.codec import CodecError, parse_answer
 from memworker.safety import contains_credential
-from memworker.textnorm import mentions, norm, stem, strings
+from memworker.textnorm import mentions, norm, stem, strings, value_key
 
 #: the matching rule's version, recorded in every summary (eval/README "The ruler"): 2 = issue 46
 #: (alternatives, the head-phrase value rule, relationships as `<relation>_of`, retractions by
@@ -85,7 +85,6 @@ METRIC_HELP = {
 }
 
 _USER = {"the user", "user", "i", "me", "myself", "the user s", "users", "you"}
-_ARTICLES = ("the ", "a ", "an ")
 _FUNCTION = {"has", "have", "is", "are", "was", "the", "a", "an", "of", "to", "in", "at", "for",
              "on", "with", "by", "user", "current", "currently", "their", "my", "his", "her",
              "pref", "preference", "preferred", "prefer", "prefers", "favourite", "favorite",
@@ -112,20 +111,12 @@ _STOP = {"the", "a", "an", "is", "are", "was", "were", "be", "to", "of", "in", "
 
 # --- normalisation helpers ----------------------------------------------------------------------
 
-def _value_key(value: str | None) -> str:
-    text = norm(value)
-    for article in _ARTICLES:
-        if text.startswith(article):
-            return text[len(article):]
-    return text
-
-
 def head_match(value: str | None, forbidden: str) -> bool:
     """A claim's value and a forbidden value share their head: after normalisation (leading
     articles dropped) one occurs in the other as whole words ("npm" ~ "npm install", "rental
     van" ~ "a van"); the shorter side needs 3 characters or more. The safety counters count by
     content, not by wording (issue 45)."""
-    a, b = _value_key(value), _value_key(forbidden)
+    a, b = value_key(value), value_key(forbidden)
     if not a or not b:
         return False
     short, long_ = sorted((a, b), key=len)
@@ -191,13 +182,13 @@ def value_match(predicted: str | None, truth: str | None, variants: list[str] = 
     (leading articles dropped), equal to a listed variant, or a head phrase of the truth: the
     predicted value is the start of the truth value, and the rest it leaves out begins at
     punctuation or a qualifier word (`QUALIFIERS`) and holds none of `KEEP`."""
-    p = _value_key(predicted)
-    if p == _value_key(truth) or any(p == _value_key(v) for v in variants):
+    p = value_key(predicted)
+    if p == value_key(truth) or any(p == value_key(v) for v in variants):
         return True
     if not p or truth is None:
         return False
     for full in (truth, *variants):
-        t = _value_key(full)
+        t = value_key(full)
         if len(t) <= len(p) or not t.startswith(p) or t[len(p)].isalnum():
             continue  # not a head of this value, or it ends inside a word
         words = t[len(p):].split()
@@ -235,7 +226,7 @@ def _relationship_pair(claim: dict[str, Any], fact: dict[str, Any]) -> bool:
     for pred, value, other_pred, other_value in pairs:
         m = _RELATION_OF.match(other_pred or "")
         if pred == "relationship" and m and _subject_keys(other_value or "") == {"the user"}:
-            said = _value_key(value).split()
+            said = value_key(value).split()
             if said and ("_".join(said) == m.group(1)
                          or stem(said[-1]) == stem(m.group(1).split("_")[-1])):
                 return True
@@ -506,7 +497,7 @@ def answer_match(answer: str, truth: dict[str, Any], question: str) -> bool:
     have = {stem(w) for w in norm(answer).split()}
     key = _key_words(truth.get("expected_answer", ""), question)
     if not key:
-        key = {stem(w) for w in _value_key(truth.get("value")).split()}
+        key = {stem(w) for w in value_key(truth.get("value")).split()}
     return bool(key) and key <= have
 
 

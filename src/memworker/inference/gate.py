@@ -55,6 +55,24 @@ class GateError(BackendError):
     that do not spell its answer, or the answer's form is one the gate does not read."""
 
 
+def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """How well a score ranks claims: P(a positive scores above a negative), ties counted half
+    (the rank-sum form, by average ranks: exact for these half-integer sums, n log n); nan when
+    either side is empty. The verifier's trainer and the confidence studies share it."""
+    if not positive or not negative:
+        return float("nan")
+    scored = sorted([(float(s), 1) for s in positive] + [(float(s), 0) for s in negative])
+    rank_sum, i = 0.0, 0
+    while i < len(scored):
+        j = i
+        while j + 1 < len(scored) and scored[j + 1][0] == scored[i][0]:
+            j += 1
+        rank_sum += ((i + j) / 2 + 1) * sum(label for _, label in scored[i:j + 1])
+        i = j + 1
+    n = len(positive)
+    return (rank_sum - n * (n + 1) / 2) / (n * len(negative))
+
+
 def _value_spans(text: str, i: int = 0) -> tuple[tuple[Span, list[Any]], int]:
     """((span, children), end) of the JSON value at text[i:]; a string's span is inside its
     quotes; an object's children are its values (keys skipped)."""

@@ -32,7 +32,7 @@ from typing import Any
 from memworker import ontology
 from memworker.safety import contains_credential, is_memory_control
 from memworker.spans import sentence_offsets
-from memworker.textnorm import bare_name, hedged, is_user, norm, stem
+from memworker.textnorm import bare_name, hedged, is_user, norm, stem, value_key
 
 VERSION = 1
 #: the committed weights (`train/verifier.py` writes them)
@@ -164,13 +164,6 @@ def content_stems(text: str | None) -> list[str]:
 def _share(needles: Sequence[str], haystack: set[str]) -> float:
     return sum(n in haystack for n in needles) / len(needles) if needles else 0.0
 
-
-def _value_key(value: str | None) -> str:
-    text = norm(value)
-    for article in ("the ", "a ", "an "):
-        if text.startswith(article):
-            return text[len(article):]
-    return text
 
 
 def _contains(text: str, phrase: str) -> bool:
@@ -351,7 +344,7 @@ def features(claim: dict[str, Any], inputs: dict[str, Any], cues: Cues | None = 
     value = claim.get("value")
     value_tokens = words(value)
     value_stems = content_stems(value) or [stem(w) for w in value_tokens]
-    key = _value_key(value)
+    key = value_key(value)
     f["value_none"] = float(not key)
     f["value_verbatim_quote"] = float(_contains(quote_norm, key))
     f["value_share_quote"] = _share(value_stems, quote_stems)

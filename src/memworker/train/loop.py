@@ -27,7 +27,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from memworker import packing, prompts, receipts
+from memworker import packing, prompts, receipts, turns
 from memworker.corpus import load_rows
 from memworker.hashing import write_json
 from memworker.registry import PreparedBase
@@ -259,9 +259,6 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
     `excluded`, a window whose gold claim has no turn to be asked in (it quotes, last, an event
     after every user event: the hand-written sets have a few) is left out and its id appended;
     without it, that is an error (the generated corpora have none)."""
-    from memworker import turns
-    from memworker.corpus import load_rows
-
     inputs = {r["id"]: r["input"] for r in load_rows(folder, split, form="canonical")}
     out = []
     for row in rows:

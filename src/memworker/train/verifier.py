@@ -49,8 +49,9 @@ import numpy as np
 from memworker import ontology
 from memworker.corpus import load_rows
 from memworker.inference import verifier as v
+from memworker.inference.gate import auc
 from memworker.spans import candidate_spans, sentence_offsets
-from memworker.textnorm import bare_name, is_user, norm, stem
+from memworker.textnorm import bare_name, is_user, norm, stem, value_key
 
 DEFAULT_CORPORA = ("data/natural-train", "data/corpus")
 #: sets that are never trained on nor used for a choice
@@ -79,7 +80,7 @@ def _pred_stems(predicate: str) -> set[str]:
 
 
 def _value_close(a: str | None, b: str | None) -> bool:
-    ka, kb = v._value_key(a), v._value_key(b)
+    ka, kb = value_key(a), value_key(b)
     if not ka or not kb:
         return ka == kb
     short, long_ = sorted((ka, kb), key=len)
@@ -376,25 +377,6 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = L2, steps: int 
         if np.max(np.abs(step)) < 1e-10:
             break
     return beta[:-1], float(beta[-1])
-
-
-def auc(positive: list[float], negative: list[float]) -> float:
-    """P(a positive scores above a negative), ties half (by ranks)."""
-    if not positive or not negative:
-        return float("nan")
-    scores = np.concatenate([positive, negative])
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    i = 0
-    while i < len(scores):   # average ranks of ties
-        j = i
-        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    n_pos = len(positive)
-    return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * len(negative)))
 
 
 def _matrix(exs: list[Example], cues: v.Cues) -> np.ndarray:

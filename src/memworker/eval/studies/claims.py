@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from memworker.eval.grade import (
-    _value_key,
     claim_matches,
     kind_match,
     predicate_match,
     subject_match,
 )
 from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
+from memworker.textnorm import value_key
 
 COLUMNS = ("rows", "claims", "distinct", "cite_source", "subject", "predicate", "value", "kind",
            "all_four", "supported")
@@ -71,7 +71,7 @@ def breakdown(row: dict[str, Any], output: dict[str, Any] | None) -> dict[str, i
             "predicate": [bool(f.get("predicate")) and predicate_match(c["predicate"],
                                                                         f["predicate"])
                           for f in facts],
-            "value": [_value_key(c["value"]) == _value_key(f.get("value")) for f in facts],
+            "value": [value_key(c["value"]) == value_key(f.get("value")) for f in facts],
             "kind": [kind_match(c["kind"], f.get("kind")) for f in facts]}
         for name, ok in checks.items():
             out[name] += any(ok)

@@ -35,7 +35,7 @@ from typing import Any
 
 from memworker.eval.runner import EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.eval.studies.rowtools import compose_row, kept_claim_stats, surest
-from memworker.inference.gate import SCORES, Fields, claim_spans, field_stats
+from memworker.inference.gate import SCORES, Fields, auc, claim_spans, field_stats
 
 __all__ = ["SCORES", "Fields", "claim_spans", "field_stats", "kept_claim_stats", "surest", "half",
            "auc", "Rows", "report", "main"]
@@ -45,14 +45,6 @@ QUANTILES = (0.5, 0.7, 0.8, 0.9, 0.95)
 
 def half(episode: str) -> str:
     return "AB"[int(hashlib.sha256(episode.encode("utf-8")).hexdigest(), 16) % 2]
-
-
-def auc(positive: list[float], negative: list[float]) -> float:
-    """P(a positive scores above a negative), ties counted half."""
-    if not positive or not negative:
-        return float("nan")
-    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
-    return wins / (len(positive) * len(negative))
 
 
 def _counts(verdicts: dict[str, Any]) -> list[int]:

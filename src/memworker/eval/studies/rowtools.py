@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from memworker import wire
-from memworker.eval.grade import _value_key, predicate_match, subject_match
+from memworker.eval.grade import predicate_match, subject_match
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.inference import codec
 from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, turn_parts
 from memworker.inference.schema import build_schema
+from memworker.textnorm import value_key
 from memworker.turns import asked
 
 #: the hybrid's policies per task (`compose_row`; eval/studies/hybrid.py describes each)
@@ -70,7 +71,7 @@ def surest(sample: dict[str, Any], stats: list[Fields], score: str,
 
 def _says(record: dict[str, Any]) -> tuple[str, str, str]:
     """What a claim says: subject name, predicate, value key."""
-    return record["subject"]["name"], record["predicate"], _value_key(record["value"])
+    return record["subject"]["name"], record["predicate"], value_key(record["value"])
 
 
 def _same(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
