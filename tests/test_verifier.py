@@ -11,6 +11,7 @@ import pytest
 
 from memworker.eval import runner
 from memworker.eval.cli import main as eval_main
+from memworker.eval.studies import proposals as proposals_study
 from memworker.eval.studies import verifier_auc as study
 from memworker.hashing import canonical_json
 from memworker.inference import codec
@@ -187,15 +188,15 @@ def test_malformed_weights_are_refused(tmp_path, trained):
 
 # --- the study over an evaluation folder ----------------------------------------------------------
 
-def _proposing_folder(tiny_corpus, tmp_path, logprobs=True):
+def _proposing_folder(tiny_corpus, tmp_path, logprobs=True, split="val"):
     """An eval folder with the rules arm and `student`: per extract row, the gold claims and
     perturbations of them (the trainer's), through the codec, every answer character one token
     at log p -1."""
-    out = tmp_path / "ev"
-    assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus),
+    out = tmp_path / f"ev-{split}"
+    assert eval_main(["--arm", "rules", "--set", split, "--corpus", str(tiny_corpus),
                       "--task", "extract", "--out", str(out), "--no-progress",
                       "--no-plots"]) == 0
-    rows = [r for r in runner.load_eval_rows(tiny_corpus, "val") if r["task"] == "extract"]
+    rows = [r for r in runner.load_eval_rows(tiny_corpus, split) if r["task"] == "extract"]
     pool = tv.Pool([g for r in rows for g in r["gold"]["claims"]], None)
     with open(out / runner.SAMPLES, "ab") as fh:
         for row in rows:
@@ -242,3 +243,49 @@ def test_the_study_refuses_an_arm_without_log_probabilities(tiny_corpus, tmp_pat
     assert study.main(["--out", str(out), "--model", "student"]) == 2
     err = capsys.readouterr().err
     assert "no token log-probabilities" in err and "--logprobs" in err
+
+
+# --- the student's own proposals as training examples ---------------------------------------------
+
+def test_proposals_of_a_train_split_are_graded_and_trained_on(tiny_corpus, tmp_path, capsys):
+    out = _proposing_folder(tiny_corpus, tmp_path, split="train")
+    target = tmp_path / "proposals.jsonl"
+    assert proposals_study.main(["--out", str(out), "--model", "student",
+                                 "--write", str(target)]) == 0
+    lines = [json.loads(x) for x in target.read_text().splitlines()]
+    head, rows = lines[0]["proposals"], lines[1:]
+    assert head["set"] == "train" and head["arm"] == "student" and head["rows"] == len(rows)
+    assert 0 < head["supported"] < head["claims"] == sum(len(r["claims"]) for r in rows)
+    # the gold claims the fabricated arm proposed are the supported ones
+    truth = {r["id"]: r for r in runner.load_eval_rows(tiny_corpus, "train")}
+    for r in rows:
+        gold = [canonical_json(g) for g in truth[r["id"]]["gold"]["claims"]]
+        for claim, good in zip(r["claims"], r["supported"], strict=True):
+            if canonical_json(claim) in gold:
+                assert good
+    assert f"{head['claims']} claims" in capsys.readouterr().out
+    weights, _ = tv.train([tiny_corpus], command="test", proposals=[target])
+    again, _ = tv.train([tiny_corpus], command="test", proposals=[target])
+    assert tv.dump(weights) == tv.dump(again)
+    kinds = weights["provenance"]["examples"]["proposals student@" + tiny_corpus.name]
+    assert kinds == {"proposed_supported": head["supported"],
+                     "proposed_unsupported": head["claims"] - head["supported"]}
+    record = weights["provenance"]["proposals"][0]
+    assert record["file"] == str(target) and record["set"] == "train"
+    # the proposals moved the fit
+    assert tv.dump(weights) != tv.dump(tv.train([tiny_corpus], command="test")[0])
+
+
+def test_proposals_of_a_measured_split_are_refused(tiny_corpus, tmp_path, capsys):
+    out = _proposing_folder(tiny_corpus, tmp_path, split="val")
+    assert proposals_study.main(["--out", str(out), "--model", "student",
+                                 "--write", str(tmp_path / "p.jsonl")]) == 2
+    assert "only a training corpus's train split" in capsys.readouterr().err
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text(json.dumps({"proposals": {"arm": "x", "set": "val",
+                                                "corpus": str(tiny_corpus)}}) + "\n")
+    with pytest.raises(tv.VerifierTrainError, match="must come from a training corpus"):
+        tv.train([tiny_corpus], proposals=[forged])
+    (tmp_path / "plain.jsonl").write_text('{"id": 1}\n')
+    with pytest.raises(tv.VerifierTrainError, match="no proposals header"):
+        tv.train([tiny_corpus], proposals=[tmp_path / "plain.jsonl"])

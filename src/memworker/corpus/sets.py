@@ -1,6 +1,8 @@
 """The evaluation sets and their rows, as the evaluator and the worker benchmark load them: the
 corpus's `heldout` (its frozen 64), `test` and `val` splits, and the hand-written sets `natural`
-and `natural-dev` (each frozen like a corpus, its rows the `test` split)."""
+and `natural-dev` (each frozen like a corpus, its rows the `test` split), and a corpus's `train`
+split (`--corpus data/natural-train --set train`: a model's proposals on rows a verifier is trained
+on, `train/verifier.py --proposals`; a model's figures there measure nothing)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 from memworker.corpus.build import CorpusIntegrityError, load_rows
 from memworker.samples import EvalError
 
-SETS = ("heldout", "test", "val", "natural", "natural-dev")
+SETS = ("heldout", "test", "val", "natural", "natural-dev", "train")
 DEFAULT_NATURAL = "data/natural"
 #: the hand-written sets (each frozen like a corpus, its rows the `test` split) and where each
 #: is frozen by default (`python corpus/build.py --natural corpus/<set> --out data/<set>`)
@@ -19,7 +21,8 @@ HAND_WRITTEN = {"natural": DEFAULT_NATURAL, "natural-dev": "data/natural-dev"}
 
 def load_eval_rows(corpus: str | Path, set_name: str) -> list[dict[str, Any]]:
     """Canonical rows of an evaluation set: `heldout` (the corpus's frozen 64), `test`, `val`,
-    or a hand-written set, `natural` or `natural-dev` (its test split, frozen like a corpus)."""
+    `train` (to gather proposals, not to measure), or a hand-written set, `natural` or
+    `natural-dev` (its test split, frozen like a corpus)."""
     if set_name not in SETS:
         raise EvalError(f"unknown set {set_name!r}; expected one of {SETS}")
     root = Path(corpus)

@@ -30,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an arm (repeat): NAME=path.gguf, NAME=ollama:MODEL, "
                         "NAME=http://host:port/v1, or rules")
     p.add_argument("--set", default="heldout", choices=runner.SETS,
-                   help="rows: the frozen held-out 64 (default), the test or val split, or the "
-                        "hand-written natural set")
+                   help="rows: the frozen held-out 64 (default), the test or val split, a "
+                        "hand-written set, or a corpus's train split (to gather a model's "
+                        "proposals for train/verifier.py, not to measure)")
     p.add_argument("--corpus", default=None,
                    help="frozen corpus folder (default data/corpus; data/natural for --set "
                         "natural)")

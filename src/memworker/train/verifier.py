@@ -29,7 +29,16 @@ an unseen sentence's cues are worth; the stored table counts every training row.
 weighted so that each corpus, and within it each class, weighs the same. Deterministic: a fixed
 seed, examples made per row from a hash of the seed and the row id, Newton's method.
 
+Proposals (`--proposals FILE`, repeatable): the claims a model proposed on a training corpus's
+train split (`eval/run.py --set train --corpus data/natural-train --propose ARM --extract-form
+turns --logprobs`), graded by the evaluator's grader and written with `eval/studies/proposals.py`
+(the trainer does not import the evaluator): a supported claim is a positive
+(`proposed_supported`), any other a negative (`proposed_unsupported`), the student's own errors
+beside the made-up ones. They form a group of their own in the weighting (as much as a corpus)
+and are cross-fitted by family fold like the rest. A file of any other split is refused.
+
     python train/verifier.py                       # writes src/memworker/inference/verifier.json
+    python train/verifier.py --proposals receipts/verifier/nt-v3.jsonl
 """
 
 from __future__ import annotations
@@ -406,6 +415,33 @@ def _extract_rows(folder: Path, split: str) -> list[dict[str, Any]]:
     return [r for r in load_rows(folder, split, form="canonical") if r["task"] == "extract"]
 
 
+def proposal_examples(path: Path) -> list[Example]:
+    """Labelled examples from a file of graded proposals (`eval/studies/proposals.py`): every
+    claim a model proposed on a training corpus's train split, a positive where the evaluator's
+    grader found it supported. A file of any other split is refused."""
+    try:
+        lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+    except (OSError, ValueError) as exc:
+        raise VerifierTrainError(f"{path}: not a proposals file ({exc})") from None
+    head = lines[0].get("proposals") if lines and isinstance(lines[0], dict) else None
+    if not isinstance(head, dict):
+        raise VerifierTrainError(f"{path}: no proposals header (write it with "
+                                 "eval/studies/proposals.py)")
+    if head.get("set") != "train" or Path(str(head.get("corpus"))).name in REFUSED:
+        raise VerifierTrainError(f"{path}: proposals must come from a training corpus's train "
+                                 f"split, not {head.get('set')!r} of {head.get('corpus')}")
+    name = f"proposals {head['arm']}@{Path(str(head['corpus'])).name}"
+    out: list[Example] = []
+    for row in lines[1:]:
+        for claim, good in zip(row["claims"], row["supported"], strict=True):
+            out.append({"inputs": row["inputs"], "corpus": name, "family": row["family"],
+                        "claim": claim, "label": int(good),
+                        "kind": "proposed_supported" if good else "proposed_unsupported"})
+    if not out:
+        raise VerifierTrainError(f"{path}: no proposed claim")
+    return out
+
+
 def evaluate(model: v.Verifier, exs: list[Example]) -> dict[str, Any]:
     """AUC of the verifier's score, gold against every negative and against each kind."""
     scores = [model.score(e["claim"], e["inputs"]) for e in exs]
@@ -421,13 +457,15 @@ def evaluate(model: v.Verifier, exs: list[Example]) -> dict[str, Any]:
 
 
 def train(corpora: list[Path], seed: int = SEED, l2: float = L2, command: str = "",
-          validate: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(weights, validation report): the verifier trained on the train splits of `corpora`,
-    measured on their val splits."""
+          validate: bool = True, proposals: list[Path] | None = None
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(weights, validation report): the verifier trained on the train splits of `corpora` (and
+    the graded `proposals` files), measured on their val splits."""
     for folder in corpora:
         if folder.name in REFUSED:
             raise VerifierTrainError(f"a test or design set, never trained on: {folder}")
     train_rows = {str(f): _extract_rows(f, "train") for f in corpora}
+    proposed = [e for path in proposals or [] for e in proposal_examples(path)]
     # each corpus counts about as much in the cue table (the smaller one's claims counted more
     # than once): the natural text's words are not drowned by the generator's templates
     largest = max(sum(len(r["gold"]["claims"]) for r in rows) for rows in train_rows.values())
@@ -446,6 +484,7 @@ def train(corpora: list[Path], seed: int = SEED, l2: float = L2, command: str = 
                                    if fold_of(r["family"]) != k for g in r["gold"]["claims"]))
         pool = Pool(golds, cues)
         fold_exs = [e for name, rows in inside for e in examples(rows, name, pool, seed)]
+        fold_exs += [e for e in proposed if fold_of(e["family"]) == k]
         exs += fold_exs
         parts.append(_matrix(fold_exs, cues))
     x = np.vstack(parts)
@@ -456,7 +495,8 @@ def train(corpora: list[Path], seed: int = SEED, l2: float = L2, command: str = 
     coef, bias = fit((x - mean) / scale, y, _weights(exs), l2)
     fitted = ((x - mean) / scale) @ coef + bias
     train_auc = {}
-    for name in train_rows:   # on the examples it was fitted on (their cue features cross-fitted)
+    for name in dict.fromkeys(e["corpus"] for e in exs):   # on the examples it was fitted on
+        # (their cue features cross-fitted)
         mine = [(s, e["label"]) for s, e in zip(fitted, exs, strict=True) if e["corpus"] == name]
         train_auc[name] = round(auc([s for s, y_ in mine if y_], [s for s, y_ in mine if not y_]),
                                 4)
@@ -471,6 +511,10 @@ def train(corpora: list[Path], seed: int = SEED, l2: float = L2, command: str = 
             "command": command, "seed": seed, "l2": l2, "folds": FOLDS, "cue_times": times,
             "corpora": {str(f): {"manifest_sha256": _manifest(f), "split": "train",
                                  "rows": len(train_rows[str(f)])} for f in corpora},
+            "proposals": [{"file": str(path),
+                           "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                           **json.loads(path.read_text("utf-8").split("\n", 1)[0])["proposals"]}
+                          for path in proposals or []],
             "examples": {name: dict(sorted(c.items())) for name, c in counts.items()},
             "train_auc": train_auc}}
     report: dict[str, Any] = {}
@@ -503,11 +547,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--l2", type=float, default=L2)
     p.add_argument("--report", type=Path, help="also write the validation report (JSON)")
+    p.add_argument("--proposals", action="append", default=[], type=Path, metavar="FILE",
+                   help="also train on a model's graded proposals on a training corpus's train "
+                        "split (written by eval/studies/proposals.py; repeatable)")
     args = p.parse_args(argv)
     corpora = args.corpus or [Path(c) for c in DEFAULT_CORPORA]
     command = " ".join(["python train/verifier.py", *(argv if argv is not None else sys.argv[1:])])
     try:
-        weights, report = train(corpora, args.seed, args.l2, command)
+        weights, report = train(corpora, args.seed, args.l2, command, proposals=args.proposals)
     except (VerifierTrainError, OSError, ValueError) as exc:
         print(f"train/verifier.py: error: {exc}", file=sys.stderr)
         return 2
