@@ -5,7 +5,8 @@ Modules: `claims` (which part of an arm's extract claims is wrong), `confidence`
 token probabilities as a claim score), `hybrid` (a rules-and-model worker composed from two
 arms), `rowtools` (the rows helpers hybrid and confidence share), `pair` (two arms of two
 folders compared), `restyle` (the same conversation in fewer, longer messages), `external` (the
-LoCoMo-format diagnostic), `verifier_auc` (the learned claim verifier against the confidence score).
+LoCoMo-format diagnostic), `verifier_auc` (the learned claim verifier against the confidence score),
+`wire_cost` (what candidate extract wires and reading schedules would cost, on gold answers).
 
 They import the evaluator (`memworker.eval`: its grader, runner and summariser); the evaluator
 never imports them (tests/test_import_direction.py).
