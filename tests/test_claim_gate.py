@@ -27,9 +27,10 @@ from memworker.inference.backends import (
     OpenAICompatBackend,
     ReplayBackend,
 )
-from memworker.inference.gate import DEFAULT_SCORE, ClaimGate, GateError
+from memworker.inference.gate import DEFAULT_SCORE, VERIFIER, ClaimGate, GateError
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.samples import SAMPLES
+from memworker.inference.verifier import Verifier
 from tests.helpers import RecordingServer
 from tests.helpers import token_pieces as pieces
 
@@ -241,3 +242,29 @@ def test_a_real_server_returns_llama_cpps_own_log_probabilities(logprob_server, 
     assert [lp for _, lp in served.token_logprobs] == pytest.approx(
         [lp for _, lp in mine.token_logprobs], abs=1e-3)
     assert served.finish_reason == mine.finish_reason
+
+
+def test_the_verifier_gate_reads_the_claims_not_log_probabilities():
+    """`verifier>=T`: each decoded claim's P(keep) from the committed verifier, with a backend
+    that returns no log-probabilities at all; a value its quote does not hold scores lower."""
+    wrong = '[[["I live in Porto.",1]],"the user","person","job_title","nurse","fact",null,[]]'
+    answer = '{"claims":[' + PORTO + "," + wrong + "]}"
+    inputs, _ = MemWorkerBackend(None).episode(MESSAGES, observed_at=WHEN)
+    decoded = codec.decode("extract", inputs, answer, finish_reason="stop").output["claims"]
+    right_p, wrong_p = Verifier.load().probs(decoded, inputs)
+    assert right_p > wrong_p
+    middle = round((right_p + wrong_p) / 2, 4)
+    gate = ClaimGate.parse(f"verifier>={middle}")
+    assert (gate.score, gate.needs_logprobs) == (VERIFIER, False)
+    assert ClaimGate.parse(gate.spec) == gate
+    worker = MemWorkerBackend(ReplayBackend([answer]), claim_gate=gate)
+    claims = worker.extract(MESSAGES, observed_at=WHEN)
+    assert [(c["predicate"], c["value"]) for c in claims] == [("lives_in", "Porto")]
+    assert worker.last.gate == {"score": VERIFIER, "threshold": middle,
+                                "scores": [round(right_p, 4), round(wrong_p, 4)],
+                                "dropped": [1]}
+    assert any(d.startswith("gate: claim 1 ") for d in worker.last.diagnostics)
+    with pytest.raises(ValueError, match="probability"):
+        ClaimGate.parse("verifier>=1.5")
+    with pytest.raises(ValueError, match="reads claims"):
+        gate.keep({})

@@ -17,11 +17,17 @@ Modelfile). A backend that returns no log-probabilities cannot be gated: that is
 
     gate = ClaimGate.parse("first(predicate)+first(value)>=-0.249")
     worker = MemWorkerBackend.from_gguf("student.gguf", claim_gate=gate, extract_form="turns")
+
+The score `verifier` (`ClaimGate.parse("verifier>=0.9")`) is the other kind: the learned claim
+verifier's P(keep) of each decoded claim read against the request (`memworker.inference.verifier`,
+the committed weights), no log-probabilities needed; its threshold is a probability in [0, 1],
+chosen on natural-dev and val together (docs/research/train-natural.md).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +35,7 @@ from typing import Any
 
 from memworker import wire
 from memworker.inference.backends import BackendError
+from memworker.inference.verifier import Verifier
 from memworker.turns import TURN_FORMS, asked
 
 Span = tuple[int, int]
@@ -46,6 +53,9 @@ SCORES: dict[str, Callable[[Fields], float]] = {
     "min(quote)": lambda f: f["quote"]["min"],
 }
 DEFAULT_SCORE = "first(predicate)+first(value)"
+#: the learned verifier's P(keep) (`memworker.inference.verifier`): read from the claim and the
+#: request, not from token log-probabilities
+VERIFIER = "verifier"
 _DROPPED = re.compile(r"^claims/(\d+): dropped")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
 
@@ -204,6 +214,12 @@ def result_fields(result: Any, inputs: dict[str, Any], form: str = "window") -> 
     return fields
 
 
+@functools.cache
+def _verifier() -> Verifier:
+    """The committed verifier, read once (only a verifier gate reads it)."""
+    return Verifier.load()
+
+
 @dataclass(frozen=True)
 class ClaimGate:
     """Keep an extract claim only if `SCORES[score]` of it is at least `threshold`."""
@@ -212,11 +228,14 @@ class ClaimGate:
     score: str = DEFAULT_SCORE
 
     def __post_init__(self) -> None:
-        if self.score not in SCORES:
+        if self.score not in SCORES and self.score != VERIFIER:
             raise ValueError(f"unknown claim score {self.score!r} (one of: "
-                             f"{', '.join(sorted(SCORES))})")
+                             f"{', '.join(sorted([*SCORES, VERIFIER]))})")
         if self.threshold != self.threshold:
             raise ValueError("the gate's threshold is NaN")
+        if self.score == VERIFIER and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"the verifier gate's threshold is a probability, got "
+                             f"{self.threshold:g}")
 
     @property
     def spec(self) -> str:
@@ -233,15 +252,25 @@ class ClaimGate:
             raise ValueError(f"claim gate {text!r}: expected SCORE>=T or T (a number)") from None
         return cls(threshold=threshold, score=score.strip() if sep else DEFAULT_SCORE)
 
+    @property
+    def needs_logprobs(self) -> bool:
+        """Whether the gate reads the answer tokens' log-probabilities (the verifier does not)."""
+        return self.score != VERIFIER
+
     def keep(self, fields: Fields) -> bool:
+        if not self.needs_logprobs:
+            raise ValueError("the verifier gate reads claims, not log-probabilities: use apply")
         return SCORES[self.score](fields) >= self.threshold
 
     def apply(self, result: Any, inputs: dict[str, Any], form: str = "window") -> Any:
         """A copy of the codec's extract `result` (of the extraction `form`) without its claims
         scoring below the threshold (diagnostics `gate: claim N ... dropped`); `result.gate`
         records the gate, each claim's score and which were dropped."""
-        fields = result_fields(result, inputs, form)
-        scores = [round(SCORES[self.score](f), 4) for f in fields]
+        if self.needs_logprobs:
+            fields = result_fields(result, inputs, form)
+            scores = [round(SCORES[self.score](f), 4) for f in fields]
+        else:
+            scores = [round(p, 4) for p in _verifier().probs(result.output["claims"], inputs)]
         keep = [s >= self.threshold for s in scores]
         gated = copy.copy(result)
         gated.output = {**result.output, "claims": [
