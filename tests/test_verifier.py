@@ -236,6 +236,14 @@ def test_the_study_measures_the_verifier_on_proposed_claims(tiny_corpus, tmp_pat
         assert s["verifier"]["claims"] == s["kept"] == s["logprob_same_kept"]["claims"]
         assert s["verifier"]["required"] == every["required"]
     assert not math.isnan(figures["auc"]["verifier"])
+    # the either-gate: every claim scores -1 a token, so A=-100 keeps all, A=0 leaves the verifier
+    assert study.main(["--out", str(out), "--model", "student", "--json", str(target),
+                       "--threshold", "0.5", "--either=-100,0.5", "--either=0,0.5"]) == 0
+    both = json.loads(target.read_text())
+    assert both["either"][0]["totals"] == every
+    assert both["either"][1]["totals"] == both["sweep"][0]["verifier"]
+    assert "| A 0, B 0.5 |" in capsys.readouterr().out
+    assert study.main(["--out", str(out), "--model", "student", "--either", "0.5"]) == 2
 
 
 def test_the_study_refuses_an_arm_without_log_probabilities(tiny_corpus, tmp_path, capsys):

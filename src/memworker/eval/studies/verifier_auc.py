@@ -13,6 +13,7 @@ No model runs.
 
     python eval/studies/verifier_auc.py --out receipts/eval/val --model student
     python eval/studies/verifier_auc.py --out /tmp/nd --model student --json /tmp/nd/verifier.json
+    python eval/studies/verifier_auc.py --out DIR --model e22 --either=-0.055,0.93
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def _totals(t: list[int]) -> dict[str, Any]:
             "coverage": round(t[2] / t[3], 4) if t[3] else None}
 
 
-def study(rows: Rows, verifier: Verifier, thresholds: tuple[float, ...] = THRESHOLDS
-          ) -> dict[str, Any]:
+def study(rows: Rows, verifier: Verifier, thresholds: tuple[float, ...] = THRESHOLDS,
+          either: tuple[tuple[float, float], ...] = ()) -> dict[str, Any]:
     """The figures: per claim, its log-probability score, the verifier's P(keep) and its regraded
     verdict; the AUCs; the sweep of verifier thresholds (and the log-probability gate keeping as
     many claims)."""
@@ -89,10 +90,16 @@ def study(rows: Rows, verifier: Verifier, thresholds: tuple[float, ...] = THRESH
         sweep.append({"threshold": t, "kept": len(kept), "verifier": _totals(totals(kept)),
                       "logprob_same_kept": _totals(totals(same))})
     every = {(c[0], c[1]) for c in claims}
+    unions = []
+    for lp, vt in either:   # a claim kept when either score clears its threshold
+        kept = {(c[0], c[1]) for c in claims if c[2] >= lp or c[3] >= vt}
+        unions.append({"logprob": lp, "verifier": vt, "kept": len(kept),
+                       "totals": _totals(totals(kept))})
     return {"rows": len(rows.items), "claims": len(claims),
             "supported": sum(c[4] for c in claims),
             "auc": {DEFAULT_SCORE: auc_of(2), "verifier": auc_of(3)},
-            "every_claim": _totals(totals(every)), "sweep": sweep}
+            "every_claim": _totals(totals(every)), "sweep": sweep,
+            **({"either": unions} if unions else {})}
 
 
 def _fmt(t: dict[str, Any]) -> str:
@@ -111,6 +118,11 @@ def report(figures: dict[str, Any]) -> list[str]:
               f"| (every claim) | {figures['claims']} | {_fmt(figures['every_claim'])} | |"]
     lines += [f"| P(keep) {s['threshold']:g} | {s['kept']} | {_fmt(s['verifier'])} | "
               f"{_fmt(s['logprob_same_kept'])} |" for s in figures["sweep"]]
+    if figures.get("either"):
+        lines += ["", f"| keep if {DEFAULT_SCORE} >= A or P(keep) >= B | kept | model |",
+                  "|---|---|---|"]
+        lines += [f"| A {u['logprob']:g}, B {u['verifier']:g} | {u['kept']} | "
+                  f"{_fmt(u['totals'])} |" for u in figures["either"]]
     return lines
 
 
@@ -125,12 +137,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="the verifier's weights (default: the committed verifier.json)")
     p.add_argument("--threshold", type=float, action="append",
                    help="a verifier threshold to sweep (repeatable; default 0.1 ... 0.9)")
+    p.add_argument("--either", action="append", default=[], metavar="A,B",
+                   help="also the gate that keeps a claim when its log-probability score is at "
+                        "least A or its P(keep) at least B (repeatable)")
     p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = p.parse_args(argv)
     try:
         verifier = Verifier.load(args.weights)
+        either = []
+        for spec in args.either:
+            a, sep, b = spec.partition(",")
+            if not sep:
+                raise ValueError(f"--either wants A,B (two numbers), got {spec!r}")
+            either.append((float(a), float(b)))
         figures = study(Rows(args.out, args.model, args.rules), verifier,
-                        tuple(args.threshold or THRESHOLDS))
+                        tuple(args.threshold or THRESHOLDS), tuple(either))
     except (EvalError, VerifierError, OSError, KeyError, ValueError) as exc:
         print(f"eval/studies/verifier_auc.py: error: {exc}", file=sys.stderr)
         return 2
