@@ -27,7 +27,13 @@ from memworker.inference.backends import (
     OpenAICompatBackend,
     ReplayBackend,
 )
-from memworker.inference.gate import DEFAULT_SCORE, VERIFIER, ClaimGate, GateError
+from memworker.inference.gate import (
+    DEFAULT_SCORE,
+    VERIFIER,
+    ClaimGate,
+    GateError,
+    needs_logprobs,
+)
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.samples import SAMPLES
 from memworker.inference.verifier import Verifier
@@ -256,6 +262,9 @@ def test_the_verifier_gate_reads_the_claims_not_log_probabilities():
     middle = round((right_p + wrong_p) / 2, 4)
     gate = ClaimGate.parse(f"verifier>={middle}")
     assert (gate.score, gate.needs_logprobs) == (VERIFIER, False)
+    # only a log-probability gate makes the worker ask its backend for log-probabilities
+    assert not needs_logprobs(gate) and not needs_logprobs(gate.spec) and not needs_logprobs(None)
+    assert needs_logprobs(ClaimGate(-1.0)) and needs_logprobs("first(predicate)+first(value)>=-1")
     assert ClaimGate.parse(gate.spec) == gate
     worker = MemWorkerBackend(ReplayBackend([answer]), claim_gate=gate)
     claims = worker.extract(MESSAGES, observed_at=WHEN)

@@ -28,7 +28,7 @@ from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
 from memworker.inference import backends, codec
 from memworker.inference.backends import BackendError
-from memworker.inference.gate import ClaimGate
+from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.rules import RulesBackend
 from memworker.prompts import to_chatml
 from memworker.samples import SAMPLES, EvalError, read_samples, repair_samples  # noqa: F401
@@ -202,9 +202,9 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
     """The arm's backend; `record_logprobs` asks a model arm for its answer tokens'
-    log-probabilities (kept in each attempt of the samples; the answers do not change). A
-    gated arm asks for them always."""
-    record_logprobs = record_logprobs or arm.claim_gate is not None
+    log-probabilities (kept in each attempt of the samples; the answers do not change). An arm
+    gated by a log-probability score asks for them always."""
+    record_logprobs = record_logprobs or needs_logprobs(arm.claim_gate)
     if arm.kind == "rules":
         return RulesBackend()
     if arm.kind == "gguf":

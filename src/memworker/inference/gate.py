@@ -214,6 +214,14 @@ def result_fields(result: Any, inputs: dict[str, Any], form: str = "window") -> 
     return fields
 
 
+def needs_logprobs(gate: ClaimGate | str | None) -> bool:
+    """Whether a worker with this claim gate (a `ClaimGate`, its spec, or None) must ask its
+    backend for the answer tokens' log-probabilities: every gate but the verifier's."""
+    if gate is None:
+        return False
+    return (ClaimGate.parse(gate) if isinstance(gate, str) else gate).needs_logprobs
+
+
 @functools.cache
 def _verifier() -> Verifier:
     """The committed verifier, read once (only a verifier gate reads it)."""

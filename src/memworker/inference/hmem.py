@@ -59,7 +59,7 @@ from typing import Any
 from memworker import registry, temporal
 from memworker.inference import codec
 from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAICompatBackend
-from memworker.inference.gate import ClaimGate
+from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
 from memworker.turns import FORMS, TURN_FORMS
 
@@ -150,14 +150,16 @@ class MemWorkerBackend:
         self.last: codec.CodecResult | None = None
 
     # --- constructors ---------------------------------------------------------------------------
-    # a gated worker asks its backend for the answer tokens' log-probabilities
+    # a worker gated by a log-probability score asks its backend for the answer tokens'
+    # log-probabilities (the verifier's gate reads none)
     @classmethod
     def from_gguf(cls, path: str | Path | None = None, *, n_ctx: int = 4096,
                   n_threads: int | None = None, kv_cache: str = "prefix",
                   **kwargs: Any) -> MemWorkerBackend:
         gguf = Path(path) if path is not None else registry.embedded_gguf_path()
+        logprobs = needs_logprobs(kwargs.get("claim_gate"))
         return cls(LlamaCppBackend(gguf, n_ctx=n_ctx, n_threads=n_threads, kv_cache=kv_cache,
-                                   record_logprobs=kwargs.get("claim_gate") is not None), **kwargs)
+                                   record_logprobs=logprobs), **kwargs)
 
     @classmethod
     def from_release(cls, folder: str | Path = "release", **kwargs: Any) -> MemWorkerBackend:
@@ -184,13 +186,13 @@ class MemWorkerBackend:
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
         return cls(OllamaBackend(model, host=host,
-                                 logprobs=kwargs.get("claim_gate") is not None), **kwargs)
+                                 logprobs=needs_logprobs(kwargs.get("claim_gate"))), **kwargs)
 
     @classmethod
     def from_openai(cls, base_url: str, *, model: str = "mem-worker",
                     **kwargs: Any) -> MemWorkerBackend:
         return cls(OpenAICompatBackend(base_url, model=model,
-                                       logprobs=kwargs.get("claim_gate") is not None), **kwargs)
+                                       logprobs=needs_logprobs(kwargs.get("claim_gate"))), **kwargs)
 
     def _run(self, task: str, inputs: dict[str, Any]) -> codec.CodecResult:
         self.last = None

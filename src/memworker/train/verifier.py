@@ -415,12 +415,14 @@ def _extract_rows(folder: Path, split: str) -> list[dict[str, Any]]:
     return [r for r in load_rows(folder, split, form="canonical") if r["task"] == "extract"]
 
 
-def proposal_examples(path: Path) -> list[Example]:
-    """Labelled examples from a file of graded proposals (`eval/studies/proposals.py`): every
-    claim a model proposed on a training corpus's train split, a positive where the evaluator's
-    grader found it supported. A file of any other split is refused."""
+def proposal_examples(path: Path) -> tuple[dict[str, Any], list[Example]]:
+    """(provenance record, labelled examples) of a file of graded proposals
+    (`eval/studies/proposals.py`): every claim a model proposed on a training corpus's train
+    split, a positive where the evaluator's grader found it supported; the record is the file's
+    path, sha256 and header. A file of any other split is refused."""
     try:
-        lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+        data = path.read_bytes()
+        lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
     except (OSError, ValueError) as exc:
         raise VerifierTrainError(f"{path}: not a proposals file ({exc})") from None
     head = lines[0].get("proposals") if lines and isinstance(lines[0], dict) else None
@@ -439,7 +441,7 @@ def proposal_examples(path: Path) -> list[Example]:
                         "kind": "proposed_supported" if good else "proposed_unsupported"})
     if not out:
         raise VerifierTrainError(f"{path}: no proposed claim")
-    return out
+    return {"file": str(path), "sha256": hashlib.sha256(data).hexdigest(), **head}, out
 
 
 def evaluate(model: v.Verifier, exs: list[Example]) -> dict[str, Any]:
@@ -465,7 +467,8 @@ def train(corpora: list[Path], seed: int = SEED, l2: float = L2, command: str = 
         if folder.name in REFUSED:
             raise VerifierTrainError(f"a test or design set, never trained on: {folder}")
     train_rows = {str(f): _extract_rows(f, "train") for f in corpora}
-    proposed = [e for path in proposals or [] for e in proposal_examples(path)]
+    read = [proposal_examples(path) for path in proposals or []]
+    proposed = [e for _, examples_ in read for e in examples_]
     # each corpus counts about as much in the cue table (the smaller one's claims counted more
     # than once): the natural text's words are not drowned by the generator's templates
     largest = max(sum(len(r["gold"]["claims"]) for r in rows) for rows in train_rows.values())
@@ -511,10 +514,7 @@ def train(corpora: list[Path], seed: int = SEED, l2: float = L2, command: str = 
             "command": command, "seed": seed, "l2": l2, "folds": FOLDS, "cue_times": times,
             "corpora": {str(f): {"manifest_sha256": _manifest(f), "split": "train",
                                  "rows": len(train_rows[str(f)])} for f in corpora},
-            "proposals": [{"file": str(path),
-                           "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                           **json.loads(path.read_text("utf-8").split("\n", 1)[0])["proposals"]}
-                          for path in proposals or []],
+            "proposals": [record for record, _ in read],
             "examples": {name: dict(sorted(c.items())) for name, c in counts.items()},
             "train_auc": train_auc}}
     report: dict[str, Any] = {}
