@@ -101,6 +101,13 @@ def test_chunks_are_joined_once_and_verified(monkeypatch, tmp_path):
     assert path.read_bytes() == joined and not path.with_name(path.name + ".tmp").exists()
     stamp = path.stat().st_mtime_ns
     assert registry.embedded_gguf_path(KEY) == path and path.stat().st_mtime_ns == stamp
+    # once joined, the cached file is enough: the chunk packages may be gone (a GPU sitting is
+    # given the joined file alone), and its sha256 is still checked
+    monkeypatch.setattr(registry, "_package_file", lambda module, name: None)
+    assert registry.embedded_gguf_path(KEY) == path
+    path.write_bytes(b"x" + joined[1:])
+    with pytest.raises(registry.BaseUnavailable, match="the registry pins"):
+        registry.embedded_gguf_path(KEY)
 
 
 def test_joined_gguf_with_another_sha256_is_refused(monkeypatch, tmp_path):

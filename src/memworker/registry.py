@@ -231,16 +231,18 @@ def _package_file(module: str, name: str) -> Path | None:
 def _joined_gguf(base: BaseModel) -> Path:
     """The GGUF of a base shipped in chunk packages: the chunks (found as `data/<file>` in each
     package) joined once, in order, into `cache_root()/ggufs/<key>/<gguf_file>` (written to a
-    temp file, then renamed; the caller verifies the sha256)."""
+    temp file, then renamed; the caller verifies the sha256). A joined file already in the cache
+    is used without the chunk packages (a machine given only that file, e.g. a GPU sitting that
+    cannot install them; its sha256 is checked all the same)."""
+    target = cache_root() / "ggufs" / base.key / base.gguf_file
+    if target.is_file():
+        return target
     parts = [_package_file(module, f"data/{name}") for module, name in base.gguf_parts]
     missing = [module for (module, _), part in zip(base.gguf_parts, parts, strict=True)
                if part is None]
     if missing:
         raise BaseUnavailable(f"base {base.key}: {base.gguf_file} not found (chunk packages "
                               f"missing: {', '.join(missing)}); run `{base.install_hint}`")
-    target = cache_root() / "ggufs" / base.key / base.gguf_file
-    if target.is_file():
-        return target
     with _locked(f"{base.key}.gguf"):
         if not target.is_file():
             print(f"registry: joining {len(parts)} chunks into {target} (once)", file=sys.stderr)
