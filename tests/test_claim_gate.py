@@ -277,3 +277,49 @@ def test_the_verifier_gate_reads_the_claims_not_log_probabilities():
         ClaimGate.parse("verifier>=1.5")
     with pytest.raises(ValueError, match="reads claims"):
         gate.keep({})
+
+
+def test_an_either_gate_keeps_a_claim_that_either_part_keeps():
+    """`A|B`: the log-probability gate or the verifier's; a claim is dropped only when both drop
+    it. Porto is sure by its tokens (-0.1) and read right by the verifier; the nurse claim is
+    unsure by its tokens (-3.1) but read right; a wrong claim (a job from the Porto quote) is sure
+    by its tokens (-0.2) but read wrong. The verifier's threshold sits between its own scores of
+    the right claims and the wrong one."""
+    wrong = '[[["I live in Porto.",1]],"the user","person","job_title","cook","fact",null,[]]'
+    answer = '{"claims":[' + PORTO + "," + NURSE + "," + wrong + "]}"
+    inputs, _ = MemWorkerBackend(None).episode(MESSAGES, observed_at=WHEN)
+    decoded = codec.decode("extract", inputs, answer, finish_reason="stop").output["claims"]
+    porto_p, nurse_p, wrong_p = Verifier.load().probs(decoded, inputs)
+    assert min(porto_p, nurse_p) > wrong_p
+    bar = round((min(porto_p, nurse_p) + wrong_p) / 2, 4)
+    logprobs = {"lives_in": -0.1, "job": -0.1, "nurse": -3.0, "cook": -0.1}
+    spec = f"{DEFAULT_SCORE}>=-1|verifier>={bar}"
+    gate = ClaimGate.parse(spec)
+    assert gate.spec == spec and ClaimGate.parse(gate.spec) == gate
+    assert gate.either == ClaimGate(bar, VERIFIER) and gate.needs_logprobs and needs_logprobs(spec)
+    # the log-probability part alone drops the nurse (-3.1), keeps the wrong claim (-0.2)
+    alone = MemWorkerBackend(TokenReplay([(answer, logprobs)]), claim_gate=f"{DEFAULT_SCORE}>=-1")
+    assert [c["value"] for c in alone.extract(MESSAGES, observed_at=WHEN)] == ["Porto", "cook"]
+    # the either-gate keeps the nurse (its verifier part does) and the wrong claim (its
+    # log-probability part does): it drops what both drop, here nothing ...
+    both = MemWorkerBackend(TokenReplay([(answer, logprobs)]), claim_gate=gate)
+    assert [c["value"] for c in both.extract(MESSAGES, observed_at=WHEN)] == \
+        ["Porto", "nurse", "cook"]
+    record = both.last.gate
+    assert record["scores"] == [-0.1, -3.1, -0.2] and record["dropped"] == []
+    assert record["either"]["score"] == VERIFIER and record["either"]["threshold"] == bar
+    assert record["either"]["scores"] == [round(p, 4) for p in (porto_p, nurse_p, wrong_p)]
+    # ... and with the wrong claim unsure by its tokens too, that one alone
+    unsure = {**logprobs, "cook": -5.0}
+    both = MemWorkerBackend(TokenReplay([(answer, unsure)]), claim_gate=gate)
+    assert [c["value"] for c in both.extract(MESSAGES, observed_at=WHEN)] == ["Porto", "nurse"]
+    assert both.last.gate["dropped"] == [2]
+    assert any(d.startswith("gate: claim 2 ") and f"verifier {round(wrong_p, 4)} < {bar:g}" in d
+               for d in both.last.diagnostics)
+    for bad in ("|verifier>=0.5", "-1|", "-1|verifier>=0.5|-2"):
+        with pytest.raises(ValueError, match="two gates"):
+            ClaimGate.parse(bad)
+    with pytest.raises(ValueError, match="different scores"):
+        ClaimGate.parse("verifier>=0.5|verifier>=0.9")
+    with pytest.raises(ValueError, match="use apply"):
+        gate.keep({})

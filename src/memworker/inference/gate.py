@@ -22,6 +22,12 @@ The score `verifier` (`ClaimGate.parse("verifier>=0.9")`) is the other kind: the
 verifier's P(keep) of each decoded claim read against the request (`memworker.inference.verifier`,
 the committed weights), no log-probabilities needed; its threshold is a probability in [0, 1],
 chosen on natural-dev and val together (docs/research/train-natural.md).
+
+Two gates joined by `|` keep a claim that either keeps
+(`ClaimGate.parse("first(predicate)+first(value)>=-0.055|verifier>=0.93")`: the setting chosen on
+natural-dev and val together for E22, docs/research/train-natural.md "val, every row"): each
+scores every claim, `result.gate` records both, and the gate needs log-probabilities when either
+part does. `eval/studies/verifier_auc.py --either A,B` regrades the same gate from samples.
 """
 
 from __future__ import annotations
@@ -234,8 +240,13 @@ class ClaimGate:
 
     threshold: float
     score: str = DEFAULT_SCORE
+    #: a second gate: a claim is kept when this one or that one keeps it (spec `A|B`)
+    either: ClaimGate | None = None
 
     def __post_init__(self) -> None:
+        if self.either is not None and (self.either.either is not None
+                                        or self.either.score == self.score):
+            raise ValueError("an either-gate joins two gates of different scores, no more")
         if self.score not in SCORES and self.score != VERIFIER:
             raise ValueError(f"unknown claim score {self.score!r} (one of: "
                              f"{', '.join(sorted([*SCORES, VERIFIER]))})")
@@ -247,12 +258,22 @@ class ClaimGate:
 
     @property
     def spec(self) -> str:
-        return f"{self.score}>={self.threshold:g}"
+        own = f"{self.score}>={self.threshold:g}"
+        return own if self.either is None else f"{own}|{self.either.spec}"
 
     @classmethod
     def parse(cls, text: str) -> ClaimGate:
-        """`SCORE>=T` (e.g. `first(predicate)+first(value)>=-0.249`) or just `T` (the default
-        score)."""
+        """`SCORE>=T` (e.g. `first(predicate)+first(value)>=-0.249`), just `T` (the default
+        score), or two of them joined by `|` (a claim kept when either keeps it)."""
+        first, bar, second = text.partition("|")
+        if bar:
+            if not first.strip() or not second.strip() or "|" in second:
+                raise ValueError(f"claim gate {text!r}: expected A|B, two gates")
+            one = cls.parse(first.strip())
+            try:
+                return cls(one.threshold, one.score, either=cls.parse(second.strip()))
+            except ValueError as err:
+                raise ValueError(f"claim gate {text!r}: {err}") from None
         score, sep, value = text.rpartition(">=")
         try:
             threshold = float(value if sep else text)
@@ -262,34 +283,49 @@ class ClaimGate:
 
     @property
     def needs_logprobs(self) -> bool:
-        """Whether the gate reads the answer tokens' log-probabilities (the verifier does not)."""
-        return self.score != VERIFIER
+        """Whether the gate reads the answer tokens' log-probabilities (the verifier does not;
+        an either-gate does when one of its parts does)."""
+        return self.score != VERIFIER or (self.either is not None and self.either.needs_logprobs)
 
     def keep(self, fields: Fields) -> bool:
-        if not self.needs_logprobs:
+        if self.score == VERIFIER or self.either is not None:
             raise ValueError("the verifier gate reads claims, not log-probabilities: use apply")
         return SCORES[self.score](fields) >= self.threshold
+
+    def scores(self, result: Any, inputs: dict[str, Any], form: str = "window") -> list[float]:
+        """This gate's own score of each claim of a codec extract `result` (its `either` not
+        asked)."""
+        if self.score != VERIFIER:
+            return [round(SCORES[self.score](f), 4) for f in result_fields(result, inputs, form)]
+        return [round(p, 4) for p in _verifier().probs(result.output["claims"], inputs)]
 
     def apply(self, result: Any, inputs: dict[str, Any], form: str = "window") -> Any:
         """A copy of the codec's extract `result` (of the extraction `form`) without its claims
         scoring below the threshold (diagnostics `gate: claim N ... dropped`); `result.gate`
-        records the gate, each claim's score and which were dropped."""
-        if self.needs_logprobs:
-            fields = result_fields(result, inputs, form)
-            scores = [round(SCORES[self.score](f), 4) for f in fields]
-        else:
-            scores = [round(p, 4) for p in _verifier().probs(result.output["claims"], inputs)]
+        records the gate, each claim's score and which were dropped. An either-gate drops a
+        claim that both its parts drop; its record holds the second part's scores under
+        `either`."""
+        scores = self.scores(result, inputs, form)
         keep = [s >= self.threshold for s in scores]
+        other = None
+        if self.either is not None:
+            other = self.either.scores(result, inputs, form)
+            keep = [k or o >= self.either.threshold for k, o in zip(keep, other, strict=True)]
         gated = copy.copy(result)
         gated.output = {**result.output, "claims": [
             c for c, k in zip(result.output["claims"], keep, strict=True) if k]}
         gated.wire = {**result.wire, "claims": [
             c for c, k in zip(result.wire["claims"], keep, strict=True) if k]}
+        also = (lambda n: "") if other is None or self.either is None else (
+            lambda n: f", {self.either.score} {other[n]} < {self.either.threshold:g}")
         gated.diagnostics = list(result.diagnostics) + [
             f"gate: claim {n} ({c['statement'][:60]!r}) dropped: {self.score} {s} < "
-            f"{self.threshold:g}"
+            f"{self.threshold:g}{also(n)}"
             for n, (c, s, k) in enumerate(zip(result.output["claims"], scores, keep, strict=True))
             if not k]
         gated.gate = {"score": self.score, "threshold": self.threshold, "scores": scores,
                       "dropped": [n for n, k in enumerate(keep) if not k]}
+        if self.either is not None and other is not None:
+            gated.gate["either"] = {"score": self.either.score,
+                                    "threshold": self.either.threshold, "scores": other}
         return gated
