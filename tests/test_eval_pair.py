@@ -62,3 +62,25 @@ def test_folders_that_are_not_one_comparison_are_refused(tiny_corpus, tmp_path, 
     assert main(["--arm", f"a={a}:rules", "--arm", f"x={test}:rules"]) == 2
     err = capsys.readouterr().err
     assert "eval/studies/pair.py: error: the folders evaluate different sets" in err
+
+
+def test_a_named_sampler_difference_is_the_setting_compared(tiny_corpus, tmp_path, capsys):
+    """`--differ FIELD`: folders that differ in that sampler field (here the turns form read
+    once against today's schedule) are one comparison of that setting, recorded in the
+    config; any other difference is still refused, and an unknown field too."""
+    today = _rules(tiny_corpus, tmp_path / "a", "--extract-form", "turns")
+    once = _rules(tiny_corpus, tmp_path / "o", "--extract-form", "turns", "--turn-history", "none")
+    window = _rules(tiny_corpus, tmp_path / "w")
+    pair = [f"today={today}:rules", f"once={once}:rules"]
+    with pytest.raises(EvalError, match="samplers differ in turn_history: 'answers' and 'none'"):
+        load_pair(pair)
+    _, _, _, config = load_pair(pair, ("turn_history",))
+    assert config["differ"] == {"turn_history": {"today": "answers", "once": "none"}}
+    with pytest.raises(EvalError, match="differ in extract_form"):
+        load_pair([f"w={window}:rules", f"once={once}:rules"], ("turn_history",))
+    with pytest.raises(EvalError, match="--differ temperature: not a sampler field"):
+        load_pair(pair, ("temperature",))
+    capsys.readouterr()
+    assert main(["--arm", pair[0], "--arm", pair[1], "--differ", "turn_history",
+                 "--resamples", "100"]) == 0
+    assert "turn_history: today 'answers', once 'none')" in capsys.readouterr().out

@@ -238,3 +238,54 @@ def test_recorded_logprobs_spell_the_same_answer(backends):
             max_tokens=8).token_logprobs is None          # not asked for: not recorded
     finally:
         recorder.llm.close()
+
+
+#: a window of four user turns (the samples have two at most)
+FOUR_TURNS = {
+    "episode_id": "read-once",
+    "events": [
+        {"index": 0, "role": "user", "timestamp": "2025-03-02T08:10:00+01:00", "trusted": True,
+         "text": "Morning! Just moved into a flat in Ghent, near the Korenmarkt."},
+        {"index": 1, "role": "assistant", "timestamp": "2025-03-02T08:10:05+01:00",
+         "trusted": True, "text": "Congratulations on the move! How is the new place?"},
+        {"index": 2, "role": "user", "timestamp": "2025-03-02T08:11:00+01:00", "trusted": True,
+         "text": "Small but fine. My sister Ines helped me carry everything up."},
+        {"index": 3, "role": "user", "timestamp": "2025-03-02T08:12:00+01:00", "trusted": True,
+         "text": "I start at the bakery on Monday, early shifts."},
+        {"index": 4, "role": "user", "timestamp": "2025-03-02T08:13:00+01:00", "trusted": True,
+         "text": "oh and I'm allergic to cats so no pets lol"},
+    ],
+    "existing_facts": [],
+}
+
+
+@pytest.mark.slow
+def test_read_once_turns_reuse_the_window_and_answer_as_fresh(backends):
+    """The turns form read once (`memworker.turns` "Read once", `codec.run_turns(history=
+    "none")`): every turn's prompt is the window with its own question, so a backend keeping the
+    common prefix evaluates the window once, at the first turn, in a batch, and each later turn
+    only its question; no answer's cells, decoded one token at a time, are read back. The answers
+    are byte-identical to evaluating every prompt from scratch (llama-cpp-python's own sampler),
+    turn by turn, on three windows (proposing: every turn writes a claim)."""
+    from memworker import turns
+    from memworker.eval.bench import DecodeTimer
+
+    off, cached = backends["off"], backends["prefix"]
+    timer = DecodeTimer(cached.llm)
+    later = []
+    for inputs in (SAMPLES["extract"][0], SAMPLES["extract"][2], FOUR_TURNS):
+        for k, turn in enumerate(turns.asked(inputs["events"])):
+            messages = turns.once_messages(inputs, k)
+            assert messages[:-1] == turns.messages(inputs)[:-1]
+            request = codec._turn_request(off, inputs, turn.event, messages, True, MAX_TOKENS,
+                                          propose=True)
+            [want] = texts(off, [request])
+            timer.clear()
+            [got] = texts(cached, [request])
+            assert got == want, (inputs["episode_id"], k)
+            evaluated = sum(n for n, _ in timer.batches)
+            if k:   # the window's cells kept from the first turn: its question alone evaluated
+                prompt = cached.count_tokens(cached.render_prompt(messages))
+                later.append(evaluated)
+                assert 0 < evaluated < 40 and evaluated * 10 < prompt, (evaluated, prompt)
+    assert len(later) == 1 + 1 + 3

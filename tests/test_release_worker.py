@@ -142,7 +142,8 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     folder, receipt = _release(tmp_path, TURNS, {})
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder, n_ctx=2048)
-    assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False}
+    assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
+                    "turn_history": "answers"}
     receipt.pop("worker")
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)
@@ -155,6 +156,12 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)
     assert seen["propose"] is True and seen["claim_gate"] == GATE
+    receipt["worker"] = {**PROPOSING, "turn_history": "none"}   # the window read once
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["turn_history"] == "none" and seen["propose"] is True
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, turn_history="answers")
     with pytest.raises(InputError, match="not a release receipt"):
         MemWorkerBackend.from_release(tmp_path)
 

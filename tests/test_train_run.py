@@ -347,3 +347,67 @@ def test_the_sentences_form_asks_each_sentence_and_decodes_back_to_the_gold(asse
         assert wire.comparable_answer("extract", got) == \
             wire.comparable_answer("extract", window["gold"])
     assert more  # some message holds more than one sentence
+
+
+def test_read_once_trains_one_row_per_turn_batched_by_window(assets):
+    """`--turn-history none` (turns forms): each window's turns-form conversation becomes one row
+    per turn, the window's prompt with that turn's line alone and that turn's answer, exactly
+    the prompt the codec sends read once (`turns.once_messages`); the turns of one window are
+    batched together (`data.batch_group`), so their shared opening is the whole window and runs
+    once (`PadCollator(share_prefix=True)`); other tasks are unchanged; the provenance counts
+    windows and rows. Refused outside the turns forms and beside merged_days."""
+    from memworker import turns
+    from memworker.corpus import load_rows
+    from memworker.train import config as tconfig
+    from memworker.train import data as tdata
+    from memworker.train.model import load_tokenizer
+
+    def prepared(**over) -> dict:
+        cfg = tconfig.load_stage("coding", overrides={
+            "corpus": str(assets["coding"]), "val_rows": 4, "extract_form": "turns", **over})
+        return tloop.prepare_data(cfg)
+
+    today, once = prepared(), prepared(turn_history="none")
+    canonical = {r["id"]: r for r in load_rows(assets["coding"], "train", form="canonical")}
+    windows = [r for r in today["train"] if r["task"] == "extract"]
+    rows = [r for r in once["train"] if r["task"] == "extract"]
+    assert [r for r in once["train"] if r["task"] != "extract"] == \
+        [r for r in today["train"] if r["task"] != "extract"]
+    assert len(rows) == sum(len(turns.asked(canonical[w["id"]]["input"]["events"]))
+                            for w in windows) > len(windows)
+    for window in windows:
+        mine = [r for r in rows if r["window"] == window["id"]]
+        inputs = canonical[window["id"]]["input"]
+        answers = [m for m in window["messages"] if m["role"] == "assistant"]
+        assert [r["messages"] for r in mine] == [
+            turns.once_messages(inputs, k) + [a] for k, a in enumerate(answers)]
+        assert [r["id"] for r in mine] == [f"{window['id']}#{k}" for k in range(len(mine))]
+    assert once["provenance"]["turn_history"] == {
+        "history": "none", "train_rows": [len(today["train"]), len(once["train"])],
+        "val_rows": [len(today["val"]), len(once["val"])]}
+    assert "turn_history" not in today["provenance"]
+
+    tokenizer = load_tokenizer(assets["base"])
+    encoded, _ = tdata.encode_rows(tokenizer, once["train"], 4096, "<|im_end|>")
+    sampler = tdata.TaskBatchSampler([tdata.batch_group(e) for e in encoded],
+                                     [len(e.input_ids) for e in encoded], 16, 13)
+    by_source = {e.source: e for e in encoded}
+    collate = tdata.PadCollator(0, share_prefix=True)
+    for batch in sampler:
+        groups = {tdata.batch_group(by_source[i]) for i in batch}
+        assert len(groups) == 1
+        first = by_source[batch[0]]
+        if first.window and len(batch) > 1:   # a window's turns: the window runs once
+            out = collate([{"input_ids": by_source[i].input_ids, "labels": by_source[i].labels}
+                           for i in batch])
+            window = next(w for w in windows if w["id"] == first.window)
+            prompt = tokenizer.apply_chat_template(window["messages"][:2], tokenize=True,
+                                                   return_dict=False)
+            assert out["prefix_ids"].shape[1] >= len(prompt) - 12   # all but its turn line
+    assert sum(len(b) for b in sampler) == len(encoded)
+    for over, message in (({"extract_form": "window"}, "needs the turns or sentences form"),
+                          ({"merged_days": 0.5}, "merged_days together"),
+                          ({"turn_history": "some"}, "turn_history must be one of")):
+        with pytest.raises(tconfig.ConfigError, match=message):
+            tconfig.load_stage("coding", overrides={"extract_form": "turns",
+                                                    "turn_history": "none", **over}).validate()

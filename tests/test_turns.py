@@ -111,6 +111,45 @@ def test_run_turns_merges_the_turns_into_one_result():
     assert events == [[0], [0, 1, 2]]
 
 
+def test_read_once_asks_each_turn_after_the_window_alone():
+    """`history="none"` (`memworker.turns` "Read once"): turn k's prompt is the window's prompt
+    with turn k's line, no earlier turn; every prompt shares the window's messages, so a backend
+    keeping the common prefix evaluates the window once. The merged result is the same as
+    today's schedule's for the same answers, a repeat across turns still dropped once."""
+    assert turns.once_messages(EP, 0) == turns.messages(EP)
+    second = turns.once_messages(EP, 1)
+    assert second[:-1] == turns.messages(EP)[:-1]
+    assert second[-1]["content"] == render("extract", EP)[-1]["content"] + \
+        "\n\nEvent [2]: its claims."
+    for k in (-1, 2):
+        with pytest.raises(turns.TurnsError, match=f"turn {k} of 2"):
+            turns.once_messages(EP, k)
+    answers = [extract_text(LISBON), extract_text(DENTIST)]
+    backend = ReplayBackend(answers)
+    once = codec.run_turns(backend, EP, history="none")
+    assert [c["messages"] for c in backend.calls] == [turns.once_messages(EP, k) for k in (0, 1)]
+    assert once.output == codec.run_turns(ReplayBackend(answers), EP).output
+    # the schema of each turn is today's: its own event and earlier ones
+    events = [[b["prefixItems"][1]["const"] for b in
+               call["schema"]["properties"]["claims"]["items"]["prefixItems"][0]["items"]["anyOf"]]
+              for call in backend.calls]
+    assert events == [[0], [0, 1, 2]]
+    repeat = claim(quotes=[["I moved to Lisbon last month.", 0],
+                           ["Book the dentist for next Friday at 3pm.", 2]])
+    result = codec.run_turns(ReplayBackend([extract_text(LISBON), extract_text(repeat)]), EP,
+                             history="none")
+    assert [c["predicate"] for c in result.output["claims"]] == ["lives_in"]
+    assert [f.code for f in result.dropped] == ["duplicate_claim"]
+    # a retry follows its own turn's prompt, and the next turn sees neither it nor the answer
+    backend = ReplayBackend([extract_text(DENTIST), EMPTY, EMPTY])
+    assert codec.run_turns(backend, EP, history="none").output == {"claims": []}
+    assert backend.calls[1]["messages"][:-1] == turns.once_messages(EP, 0)
+    assert backend.calls[1]["messages"][-1]["content"].startswith("Your previous answer was")
+    assert backend.calls[2]["messages"] == turns.once_messages(EP, 1)
+    with pytest.raises(ValueError, match="turn history 'some'"):
+        codec.run_turns(ReplayBackend([EMPTY]), EP, history="some")
+
+
 def test_own_quotes_offers_each_turn_its_own_events_spans_only():
     backend = ReplayBackend([extract_text(LISBON), extract_text(DENTIST)])
     result = codec.run_turns(backend, EP, own_quotes=True)
@@ -436,3 +475,39 @@ def test_merged_turns_may_hold_more_claims_than_the_contract_before_repeats_are_
     bad[0] = []   # no quote: the wire contract still refuses it, claim by claim
     with pytest.raises(codec.OutputValidationError, match=f"claims/{n}/0: "):
         codec._decode_merged(EP, [LISBON] * n + [bad])
+
+
+def test_turn_history_belongs_to_the_sampler_and_the_worker(tiny_corpus, tmp_path, capsys):
+    """`--turn-history none` (eval) and `turn_history="none"` (the store's worker) in the turns
+    forms only; the sampler records it only when set, so earlier folders keep their sampler;
+    two folders that differ in it are not one paired comparison."""
+    from memworker.eval import runner
+    from memworker.eval.cli import main as eval_main
+    from memworker.eval.cli import planned_config
+    from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
+
+    args = ["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus), "--out",
+            str(tmp_path / "e"), "--no-progress", "--no-plots", "--turn-history", "none"]
+    assert eval_main(args) == 2
+    assert "--turn-history applies to --extract-form turns or sentences only" in \
+        capsys.readouterr().err
+    plan = ["--arm", "student=s.gguf", "--set", "val", "--corpus", str(tiny_corpus), "--out",
+            str(tmp_path / "p"), "--extract-form", "turns"]
+    _, today = planned_config(plan)
+    _, once = planned_config([*plan, "--turn-history", "none"])
+    assert "turn_history" not in today["sampler"] and once["sampler"]["turn_history"] == "none"
+    assert runner.sampler_doc(runner.Sampler(extract_form="turns")) == today["sampler"]
+    from memworker.eval.studies import pair
+    assert "turn_history" in pair.SAMPLER_FIELDS
+
+    assert worker_config("turns", None, False, "none") == {
+        "extract_form": "turns", "claim_gate": None, "turn_history": "none"}
+    assert "turn_history" not in worker_config("turns")
+    for form, history, message in (("window", "none", "needs extract form"),
+                                   ("turns", "some", "turn history 'some'")):
+        with pytest.raises(WorkerError, match=message):
+            worker_config(form, None, False, history)
+    backend = ReplayBackend([extract_text(LISBON), extract_text(DENTIST)])
+    worker = MemWorkerBackend(backend, extract_form="turns", turn_history="none")
+    worker._run("extract", EP)
+    assert [c["messages"] for c in backend.calls] == [turns.once_messages(EP, k) for k in (0, 1)]

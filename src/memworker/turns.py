@@ -51,6 +51,17 @@ splits them (so a gold quote, a clause or a sentence, lies in one; a quote over 
 such as a whole multi-sentence message, belongs to the last one it touches), and each turn's schema
 still offers the spans of every event up to its own.
 
+**Read once** (`history="none"`, issue 48 item 2): turn k's prompt is the window's prompt with
+turn k's line alone, no earlier turn or answer (`once_messages`). Every turn's prompt then starts
+with the same tokens, the window's, so a backend that keeps the longest common prompt prefix
+keeps the window's cells from the first turn and evaluates only the new question; no answer's
+cells, decoded one token at a time, are ever read back, so the answers are byte-identical to a
+fresh evaluation of every prompt (tests/test_kv_prefix.py). Today's schedule
+(`history="answers"`) re-reads each earlier answer, and keeping the cells its decoding left
+changes answers (docs/research/inference-speed.md "Keeping the previous answer's KV cells").
+A turn no longer sees what earlier turns claimed: the codec's no-claim-twice rule drops a repeat.
+`HISTORIES`: "answers" (default), "none".
+
 `FORMS`: the extraction forms a student can be trained and evaluated in — "window" (one call,
 one answer), "turns", "walk", "sentences" (`train/run.py --extract-form`, `eval/run.py
 --extract-form`); `TURN_FORMS`, those asked turn by turn (`codec.run_turns`).
@@ -76,6 +87,9 @@ WALK_LINE = ('Answer event by event, for each event with user words in order: '
 FORMS = ("window", "turns", "walk", "sentences")
 #: the forms asked one turn at a time
 TURN_FORMS = ("turns", "sentences")
+#: what a turn's prompt holds before its own question: every earlier turn with its answer
+#: ("answers") or nothing, the window read once ("none")
+HISTORIES = ("answers", "none")
 
 
 class TurnsError(ValueError):
@@ -224,6 +238,17 @@ def messages(inputs: dict[str, Any], answers: list[str] | None = None,
     return out
 
 
+def once_messages(inputs: dict[str, Any], k: int, form: str = "turns") -> list[dict[str, str]]:
+    """The prompt of turn k read once (`history="none"`): the window's extract prompt and turn
+    k's line, no earlier turn."""
+    turns = asked(inputs["events"], form)
+    if not 0 <= k < len(turns):
+        raise TurnsError(f"turn {k} of {len(turns)}")
+    out = render("extract", inputs)
+    out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + turns[k].line()}
+    return out
+
+
 def training_messages(inputs: dict[str, Any], answer: dict[str, Any],
                       form: str = "turns") -> list[dict[str, str]]:
     """The training conversation of one window: every turn with its gold answer."""
@@ -234,6 +259,32 @@ def training_messages(inputs: dict[str, Any], answer: dict[str, Any],
              else split_sentences(answer, turns, inputs["events"]))
     texts = [wire.dump_answer("extract", a) for a in parts]
     return messages(inputs, texts, form)
+
+
+def read_once_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A turns-form training row (`to_form_row`: system, the window's prompt with the first
+    turn's line, then answer, line, answer, ...) as one row per turn read once: turn k's row is
+    the window's prompt with turn k's line alone and turn k's answer (`once_messages`, the prompt
+    the codec sends with `history="none"`). Each keeps the window's id under "window" (a batch
+    of one window's turns shares the window's tokens: `memworker.train.data`) and gets the id
+    `<window id>#<k>`. Other tasks' rows come back as they are, alone."""
+    if row.get("task") != "extract":
+        return [row]
+    messages = row["messages"]
+    if len(messages) < 3 or messages[0]["role"] != "system" or messages[1]["role"] != "user" \
+            or [m["role"] for m in messages[2:]] != ["assistant", "user"] * \
+            ((len(messages) - 3) // 2) + ["assistant"]:
+        raise TurnsError(f"row {row.get('id', '?')}: not a turns-form conversation")
+    answers = [m["content"] for m in messages[2::2]]
+    lines = [messages[1]["content"].rpartition("\n\n")[2]] + [m["content"]
+                                                                for m in messages[3::2]]
+    window = messages[1]["content"].rpartition("\n\n")[0]
+    if not window or any(not line.startswith("Event [") for line in lines):
+        raise TurnsError(f"row {row.get('id', '?')}: its turns are not asked by event")
+    return [{**row, "id": f"{row.get('id', '?')}#{k}", "window": row.get("id", "?"),
+             "messages": [messages[0], {"role": "user", "content": window + "\n\n" + line},
+                          {"role": "assistant", "content": answer}]}
+            for k, (line, answer) in enumerate(zip(lines, answers, strict=True))]
 
 
 # --- the walk (design (b)) ----------------------------------------------------------------------

@@ -264,44 +264,86 @@ class DecodeTimer:
                 f"{wall - one - many:.1f} s")
 
 
-def worker_bench(worker, rows: list[dict], log=print, timer: DecodeTimer | None = None
-                 ) -> list[dict[str, float]]:
-    """Each extract row's input through the store's worker (`MemWorkerBackend`: its extraction
-    form and claim gate), one untimed warm-up call first: per row the wall seconds, the answer
-    tokens of every generation (all turns and retries) and the claims kept and gated away.
-    `timer` is cleared after the warm-up."""
-    worker._run("extract", rows[0]["input"])
-    if timer is not None:
-        timer.clear()
-    out = []
+def _window(worker, row: dict, timer: DecodeTimer | None) -> dict[str, Any]:
+    """One extract row through `worker`, timed: wall seconds, the prompt tokens llama.cpp
+    evaluated (with `timer`: every batch decoded during the window; what the KV reuse did not
+    keep), the answer tokens of every generation (all turns and retries), calls, the claims the
+    codec accepted before the gate (proposed) and those kept."""
+    before = sum(n for n, _ in timer.batches) if timer is not None else 0
+    started = time.perf_counter()
+    result = worker._run("extract", row["input"])
+    wall = time.perf_counter() - started
+    generations = result.turns if result.turns is not None else result.attempts
+    kept = len(result.output["claims"])
+    gated = len((result.gate or {}).get("dropped", []))
+    return {"wall": wall, "tokens": sum(g.completion_tokens or 0 for g in generations),
+            "prompt": (sum(n for n, _ in timer.batches) - before) if timer is not None else None,
+            "calls": len(generations), "kept": kept, "gated": gated, "proposed": kept + gated,
+            "answers": [g.raw for g in generations]}
+
+
+def workers_bench(workers: dict[str, tuple[Any, DecodeTimer | None]], rows: list[dict],
+                  log=print) -> dict[str, list[dict[str, Any]]]:
+    """Each extract row's input through each of the store's workers (`MemWorkerBackend`: its
+    extraction form, turn history and claim gate; label -> (worker, its `DecodeTimer` or None)),
+    the workers taking each row in turn, first one then the other, so that the machine's noise
+    hits them alike; one untimed warm-up call each first (the timers cleared after it). Per
+    worker, per row: `_window`'s figures."""
+    for worker, timer in workers.values():
+        worker._run("extract", rows[0]["input"])
+        if timer is not None:
+            timer.clear()
+    out: dict[str, list[dict[str, Any]]] = {label: [] for label in workers}
+    labels = list(workers)
     for k, row in enumerate(rows, 1):
-        started = time.perf_counter()
-        result = worker._run("extract", row["input"])
-        wall = time.perf_counter() - started
-        generations = result.turns if result.turns is not None else result.attempts
-        out.append({"wall": wall, "tokens": sum(g.completion_tokens or 0 for g in generations),
-                    "calls": len(generations), "kept": len(result.output["claims"]),
-                    "gated": len((result.gate or {}).get("dropped", [])),
-                    "answers": [g.raw for g in generations]})
+        for label in (labels if k % 2 else labels[::-1]):
+            worker, timer = workers[label]
+            out[label].append(_window(worker, row, timer))
         if k % 5 == 0:
             log(f"  {k}/{len(rows)} windows")
     return out
 
 
-def worker_report(calls: list[dict[str, float]], decode_rate: float) -> str:
+def worker_bench(worker, rows: list[dict], log=print, timer: DecodeTimer | None = None
+                 ) -> list[dict[str, Any]]:
+    """`workers_bench` of one worker."""
+    return workers_bench({"worker": (worker, timer)}, rows, log)["worker"]
+
+
+def worker_report(calls: list[dict[str, Any]], decode_rate: float) -> str:
     walls = [c["wall"] for c in calls]
     ratios = [c["wall"] / (c["tokens"] / decode_rate) for c in calls if c["tokens"]]
+    prompts = [c["prompt"] for c in calls if c.get("prompt") is not None]
+    median = statistics.median
+    read = (f"prompt tokens evaluated per window median {median(prompts):.0f} (p90 "
+            f"{percentile(prompts, 90):.0f}); " if prompts else "")
     return (f"worker extract, {len(calls)} windows: p50 {percentile(walls, 50):.2f} s, p95 "
             f"{percentile(walls, 95):.2f} s per window; {statistics.mean(c['calls'] for c in calls):.1f}"
             f" calls and {statistics.mean(c['tokens'] for c in calls):.0f} answer tokens per "
             f"window; decode ratio p50 {percentile(ratios, 50) if ratios else float('nan'):.2f} "
             f"(wall / (answer tokens / raw decode rate)); p50@85 "
             f"{percentile(walls, 50) * decode_rate / REFERENCE_DECODE:.2f} s; claims kept "
-            f"{sum(c['kept'] for c in calls)}, gated away {sum(c['gated'] for c in calls)}")
+            f"{sum(c['kept'] for c in calls)}, gated away {sum(c['gated'] for c in calls)}\n"
+            f"  per window, median: {read}answer tokens {median(c['tokens'] for c in calls):.0f} "
+            f"(p90 {percentile([c['tokens'] for c in calls], 90):.0f}), calls "
+            f"{median(c['calls'] for c in calls):.0f}, claims proposed "
+            f"{median(c.get('proposed', c['kept'] + c['gated']) for c in calls):.0f}, kept "
+            f"{median(c['kept'] for c in calls):.0f}")
+
+
+def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args) -> str:
+    gate = worker.claim_gate.spec if worker.claim_gate else "none"
+    history = f", turn history {worker.turn_history}" if worker.extract_form in \
+        turns_form.TURN_FORMS else ""
+    return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
+            f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
+            f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
+            f"n_ctx={args.n_ctx}, kv cache {worker.backend.kv_cache}")
 
 
 def main_worker(args: argparse.Namespace, path: Path) -> int:
-    """`--worker`: the store's worker on the first N extract rows of a corpus split."""
+    """`--worker`: the store's worker on the first N extract rows of a corpus split; with
+    `--baseline DIR`, a release's worker beside it on the same rows, in the same run."""
     set_name, _, n = args.worker.partition(":")
     rows = [r for r in load_eval_rows(args.corpus, set_name) if r["task"] == "extract"]
     rows = rows[:int(n)] if n else rows
@@ -309,31 +351,40 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
         raise SystemExit(f"bench: no extract rows in {args.corpus} {set_name}")
     worker = MemWorkerBackend.from_gguf(path, n_ctx=args.n_ctx, n_threads=args.threads,
                                         kv_cache=args.kv_cache, extract_form=args.extract_form,
-                                        claim_gate=args.claim_gate, propose=args.propose)
-    gate = worker.claim_gate.spec if worker.claim_gate else "none"
-    print(f"model {path.name}, worker: extract form {args.extract_form}, claim gate {gate}"
-          f"{', proposing' if args.propose else ''}; "
-          f"{len(rows)} {set_name} extract windows of {args.corpus}, "
-          f"threads={worker.backend.llm.n_threads}, "
-          f"n_ctx={args.n_ctx}, kv cache {args.kv_cache}")
+                                        claim_gate=args.claim_gate, propose=args.propose,
+                                        turn_history=args.turn_history)
+    workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
+    print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
+    if args.baseline:
+        base = MemWorkerBackend.from_release(args.baseline, n_ctx=args.n_ctx,
+                                             n_threads=args.threads, kv_cache=args.kv_cache)
+        workers["baseline"] = (base, DecodeTimer(base.backend.llm))
+        print(_worker_line("[baseline]", base.backend.model_path, base, len(rows), set_name,
+                           args))
     llm = worker.backend.llm
     rate0 = raw_decode_rate(llm)
-    timer = DecodeTimer(llm)
     started = time.perf_counter()
-    calls = worker_bench(worker, rows, timer=timer)
+    calls = workers_bench(workers, rows)
     elapsed = time.perf_counter() - started
     if args.answers:
         with open(args.answers, "w", encoding="utf-8") as out:
-            for row, call in zip(rows, calls, strict=True):
-                out.write(json.dumps({"id": row["id"], "turns": call["answers"]}) + "\n")
-    timed = sum(c["wall"] for c in calls)
-    split = timer.report(timed)   # (before the decode-rate loop below adds its own)
+            for k, row in enumerate(rows):
+                out.write(json.dumps({"id": row["id"], "turns": calls["worker"][k]["answers"],
+                                      **({"baseline": calls["baseline"][k]["answers"]}
+                                         if "baseline" in calls else {})}) + "\n")
     rate = (rate0 + raw_decode_rate(llm)) / 2
     print(f"raw decode rate {rate:.1f} tok/s (Llama.eval, one token at a time; "
           f"{rate0:.1f} before the requests)")
-    print(worker_report(calls, rate))
-    print(f"{split} (over the {len(calls)} timed windows, {timed:.1f} s)")
-    print(f"bench: {len(calls)} windows in {elapsed:.0f} s")
+    for label, (_, timer) in workers.items():
+        timed = sum(c["wall"] for c in calls[label])
+        print(f"[{label}] {worker_report(calls[label], rate)}")
+        print(f"  {timer.report(timed)} (over the {len(calls[label])} timed windows, "
+              f"{timed:.1f} s)")
+    if "baseline" in calls:
+        new, old = (percentile([c["wall"] for c in calls[k]], 50) for k in ("worker", "baseline"))
+        print(f"worker / baseline p50: {new / old:.2f} ({new:.2f} s / {old:.2f} s, the same "
+              f"{len(rows)} windows, each worker in turn)")
+    print(f"bench: {len(rows)} windows in {elapsed:.0f} s")
     return 0
 
 
@@ -532,6 +583,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")
+    p.add_argument("--turn-history", default="answers", choices=turns_form.HISTORIES,
+                   help="--worker, turns forms: what a turn's prompt holds before its question "
+                        "(answers: every earlier turn and answer; none: the window read once)")
+    p.add_argument("--baseline", metavar="RELEASE_DIR",
+                   help="--worker: a release folder whose worker (its receipt's form, gate and "
+                        "proposing) takes the same windows in the same run, each worker in turn: "
+                        "both reported, and the ratio of their p50")
     p.add_argument("--kv-cache", default="prefix", choices=LlamaCppBackend.KV_CACHE_MODES,
                    help="--worker: the backend's KV reuse (prefix, the release's)")
     p.add_argument("--answers", metavar="FILE",

@@ -17,7 +17,7 @@ from memworker.eval.summary import RecordRelease
 from memworker.hashing import sha256_file, write_json
 from memworker.prompts import template_hashes
 from memworker.receipts import environment
-from memworker.turns import FORMS, TURN_FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--turn-quotes", choices=("upto", "own"), default="upto",
                    help="with --extract-form turns: the events a turn's quotes may cite, its own "
                         "and the earlier ones (upto, the default) or its own only (own)")
+    p.add_argument("--turn-history", choices=HISTORIES, default="answers",
+                   help="with --extract-form turns or sentences: what a turn's prompt holds "
+                        "before its question, every earlier turn and answer (answers, the "
+                        "default) or nothing, the window read once (none; memworker.turns "
+                        "\"Read once\")")
     runner.add_propose_option(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
@@ -208,9 +213,12 @@ def _plan(args: argparse.Namespace) -> Plan:
     proposing = sorted(a.name for a in arms if a.propose)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form, turn_quotes=args.turn_quotes)
+                      extract_form=args.extract_form, turn_quotes=args.turn_quotes,
+                      turn_history=args.turn_history)
     if sampler.turn_quotes != "upto" and sampler.extract_form not in TURN_FORMS:
         raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
+    if sampler.turn_history != "answers" and sampler.extract_form not in TURN_FORMS:
+        raise EvalError("--turn-history applies to --extract-form turns or sentences only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task

@@ -106,11 +106,15 @@ class Sampler:
     #: which events a turn's quotes may cite in the turns form: "upto" (its own and the earlier
     #: ones) or "own" (its own only: `codec.run_turns(own_quotes=True)`)
     turn_quotes: str = "upto"
+    #: what a turn's prompt holds before its question in the turns forms: "answers" (every
+    #: earlier turn and answer) or "none" (the window read once: `codec.run_turns(history=)`)
+    turn_history: str = "answers"
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
-LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto"}
+LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
+                                  "turn_history": "answers"}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -263,6 +267,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                        retries=sampler.retries,
                                        **({"own_quotes": True} if turns and
                                           sampler.turn_quotes == "own" else {}),
+                                       **({"history": sampler.turn_history} if turns and
+                                          sampler.turn_history != "answers" else {}),
                                        **({"propose": True} if turns and propose
                                           else {}))
             generations = result.turns

@@ -654,7 +654,7 @@ def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
 def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
               use_grammar: bool = True, max_tokens: int | None = None,
               retries: int = 1, own_quotes: bool = False, form: str = "turns",
-              propose: bool = False) -> CodecResult:
+              propose: bool = False, history: str = "answers") -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -671,7 +671,10 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     model never takes the "no claim" side of a turn's first decision; what is kept is then a
     claim gate's to decide (`memworker.inference.gate`: the claims the model scores below its
     threshold are dropped), not the greedy choice at that fork (train/README "Propose, then
-    gate")."""
+    gate"). `history` "none": each turn's prompt is the window and its own question alone
+    (`memworker.turns` "Read once"), not the turns before it."""
+    if history not in turns_form.HISTORIES:
+        raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
     check_inputs("extract", inputs)
     asked = turns_form.asked(inputs["events"], form)
     generations: list[Attempt] = []
@@ -679,8 +682,9 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     claims: list[Any] = []
     diagnostics: list[str] = []
     dropped: list[Finding] = []
-    for turn in asked:
-        messages = turns_form.messages(inputs, answers, form)
+    for k, turn in enumerate(asked):
+        messages = (turns_form.messages(inputs, answers, form) if history == "answers"
+                    else turns_form.once_messages(inputs, k, form))
         request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
                                 own_quotes, propose)
         try:

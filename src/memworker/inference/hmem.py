@@ -61,7 +61,7 @@ from memworker.inference import codec
 from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAICompatBackend
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
-from memworker.turns import FORMS, TURN_FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 ROLES = ("user", "assistant", "tool")
 _KIND_IMPORTANCE = {"relationship": 7, "retraction": 7, "preference": 6, "fact": 6, "plan": 6,
@@ -75,12 +75,13 @@ class WorkerError(InputError):
 
 
 def worker_config(extract_form: str = "window", claim_gate: str | None = None,
-                  propose: bool = False) -> dict[str, Any]:
+                  propose: bool = False, turn_history: str = "answers") -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
     needs a turns form and a claim gate, and is recorded only when set (a record without it: not
-    proposing)."""
+    proposing). `turn_history` "none" (turns forms: the window read once, `memworker.turns`
+    "Read once") likewise, recorded only when set."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -94,8 +95,14 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if propose and (extract_form not in TURN_FORMS or claim_gate is None):
         raise WorkerError("propose needs extract form " + " or ".join(TURN_FORMS) + " and a "
                           "claim gate (every turn writes a claim for the gate to keep or drop)")
+    if turn_history not in HISTORIES:
+        raise WorkerError(f"turn history {turn_history!r}: one of {', '.join(HISTORIES)}")
+    if turn_history != "answers" and extract_form not in TURN_FORMS:
+        raise WorkerError("turn history " + repr(turn_history) + " needs extract form "
+                          + " or ".join(TURN_FORMS))
     return {"extract_form": extract_form, "claim_gate": claim_gate,
-            **({"propose": True} if propose else {})}
+            **({"propose": True} if propose else {}),
+            **({"turn_history": turn_history} if turn_history != "answers" else {})}
 
 
 def _timestamp(value: str | datetime, what: str) -> str:
@@ -129,9 +136,10 @@ class MemWorkerBackend:
     def __init__(self, backend: Any, *, temperature: float = 0.0, seed: int = 0,
                  use_grammar: bool = True, budget_tokens: int | None = -1,
                  max_tokens: int | None = None, extract_form: str = "window",
-                 claim_gate: ClaimGate | str | None = None, propose: bool = False):
+                 claim_gate: ClaimGate | str | None = None, propose: bool = False,
+                 turn_history: str = "answers"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
-                      else claim_gate, propose)
+                      else claim_gate, propose, turn_history)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -144,6 +152,9 @@ class MemWorkerBackend:
         #: turns forms: every turn answers at least one claim, for the claim gate to keep or drop
         #: (`codec.run_turns(propose=True)`)
         self.propose = propose
+        #: turns forms: "none", each turn's prompt the window and its own question alone
+        #: (`memworker.turns` "Read once"); "answers", every earlier turn and answer too
+        self.turn_history = turn_history
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -175,13 +186,14 @@ class MemWorkerBackend:
             gguf = folder / receipt["student"]["gguf"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
-        clash = sorted({"extract_form", "claim_gate", "propose"} & set(kwargs))
+        clash = sorted({"extract_form", "claim_gate", "propose", "turn_history"} & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
         worker = receipt.get("worker") or {}
         return cls.from_gguf(gguf, extract_form=worker.get("extract_form", "window"),
                              claim_gate=worker.get("claim_gate"),
-                             propose=bool(worker.get("propose", False)), **kwargs)
+                             propose=bool(worker.get("propose", False)),
+                             turn_history=worker.get("turn_history", "answers"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -204,7 +216,9 @@ class MemWorkerBackend:
             result = codec.run_extract(backend, inputs, self.extract_form,
                                        temperature=self.temperature, seed=self.seed,
                                        use_grammar=self.use_grammar, max_tokens=self.max_tokens,
-                                       **({"propose": True} if self.propose else {}))
+                                       **({"propose": True} if self.propose else {}),
+                                       **({"history": self.turn_history}
+                                          if self.turn_history != "answers" else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

@@ -176,7 +176,7 @@ def batches(setup: Setup, encoded: list, seed: int) -> list[dict]:
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded]
     if setup.batch == 1:
         return [collate([r]) for r in rows]
-    plan = tdata.TaskBatchSampler([e.group for e in encoded], [len(e.input_ids) for e in encoded],
+    plan = tdata.TaskBatchSampler([tdata.batch_group(e) for e in encoded], [len(e.input_ids) for e in encoded],
                                   setup.batch, seed, setup.max_tokens, packed=setup.packed)
     return [collate([rows[i] for i in b]) for b in plan]
 

@@ -19,7 +19,7 @@ import yaml
 
 from memworker.contracts import TASKS
 from memworker.hashing import sha256_json
-from memworker.turns import FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 STAGE_ORDER = ("coding", "general-a", "general")
 PRECISIONS = ("auto", "bf16", "fp32")
@@ -99,6 +99,12 @@ class StageConfig:
                            "indices fixed by the grammar) | sentences (the turns form with one "
                            "turn per sentence of those events); evaluate with eval/run.py "
                            "--extract-form (train/README \"E17\", \"E18\", \"Sentences\")")
+    turn_history: str = _f("answers", "turns forms: what each turn's prompt holds before its "
+                           "question, every earlier turn and answer (answers: one row per "
+                           "window) or nothing, the window read once (none: one row per turn, "
+                           "the turns of one window batched together so that the window's "
+                           "tokens run once; memworker.turns \"Read once\"); evaluate with "
+                           "eval/run.py --turn-history")
     merged_days: float = _f(0.0, "share of the train split's extract windows (0-1, chosen by "
                             "their id's sha256) that are also trained with each day's user "
                             "messages merged into one (memworker.packing.merge_row: the same "
@@ -186,6 +192,13 @@ class StageConfig:
         if self.extract_form not in FORMS:
             problems.append(f"extract_form must be one of {', '.join(FORMS)}, not "
                             f"{self.extract_form!r}")
+        if self.turn_history not in HISTORIES:
+            problems.append(f"turn_history must be one of {', '.join(HISTORIES)}, not "
+                            f"{self.turn_history!r}")
+        elif self.turn_history != "answers" and self.extract_form not in TURN_FORMS:
+            problems.append("turn_history none needs the turns or sentences form")
+        elif self.turn_history != "answers" and self.merged_days:
+            problems.append("turn_history none and merged_days together are not built")
         if not 0.0 <= self.merged_days <= 1.0:
             problems.append(f"merged_days must be between 0 and 1, not {self.merged_days}")
         elif self.merged_days and self.extract_form == "walk":

@@ -116,6 +116,10 @@ class Encoded:
     #: [start, end) of each assistant turn's tokens when the chat has several (None: one answer,
     #: from prompt_len to the end)
     spans: list[tuple[int, int]] | None = None
+    #: the window a read-once turn row belongs to (`memworker.turns.read_once_rows`; "" for
+    #: other rows): the rows of one window are batched together, so their shared opening is the
+    #: whole window and runs once
+    window: str = ""
 
     @property
     def n_answer(self) -> int:
@@ -124,6 +128,12 @@ class Encoded:
     @property
     def prompt_len(self) -> int:
         return first_label(self.labels)
+
+
+def batch_group(enc: Encoded) -> str:
+    """What `TaskBatchSampler` batches together: rows of one task, and a read-once turn row
+    only with the other turns of its window."""
+    return f"{enc.group}@{enc.window}" if enc.window else enc.group
 
 
 def first_label(labels) -> int:
@@ -330,6 +340,7 @@ def encode_rows(tokenizer, rows: list[dict[str, Any]], max_length: int,
         except DataError as exc:
             raise DataError(f"row {row.get('id', '?')}: {exc}") from None
         enc.source, enc.group = index, str(row.get("task", ""))
+        enc.window = str(row.get("window", ""))
         if decision_weight != 1.0:
             answers = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
             enc.weights = decision_weights(tokenizer, enc, answers if len(answers) > 1

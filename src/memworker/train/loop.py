@@ -373,6 +373,15 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         provenance["left_out_tasks"] = sorted(left_out)
     if cfg.train_rows:
         train = train[: cfg.train_rows]
+    if cfg.turn_history == "none":   # one row per turn, after every window was chosen
+        windows = (len(train), len(val))
+        try:
+            train = [t for r in train for t in turns.read_once_rows(r)]
+            val = [t for r in val for t in turns.read_once_rows(r)]
+        except turns.TurnsError as exc:
+            raise RunError(f"stage {cfg.name}: {exc}") from None
+        provenance["turn_history"] = {"history": "none", "train_rows": [windows[0], len(train)],
+                                      "val_rows": [windows[1], len(val)]}
     if not train or not val:
         raise RunError(f"stage {cfg.name}: no {'train' if not train else 'val'} rows in "
                        f"{corpus}; rebuild it with `{tdata.corpus_command(corpus, cfg.corpus_domain)}`")
@@ -686,7 +695,7 @@ def make_batch_sampler(cfg: StageConfig, train_enc: list) -> tdata.TaskBatchSamp
     """One-task batches (similar lengths, bounded tokens) when rows are shared or packed."""
     if cfg.batch_size < 2 or not (cfg.share_prefix or cfg.packing):
         return None
-    return tdata.TaskBatchSampler([e.group for e in train_enc],
+    return tdata.TaskBatchSampler([tdata.batch_group(e) for e in train_enc],
                                   [len(e.input_ids) for e in train_enc], cfg.batch_size,
                                   cfg.seed, cfg.max_batch_tokens, packed=cfg.packing)
 

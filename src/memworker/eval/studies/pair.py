@@ -7,7 +7,10 @@ again: each folder's samples are re-graded by the same grader and summarised tog
 one evaluation had run both arms. The folders must hold the same set of the same corpus (their
 `config.json`: set and corpus manifest sha256), and each arm's samples must have been made with
 the same sampler settings that matter for a comparison (extract form, max tokens cap, grammar);
-a difference is an error naming it. Runs no model; writes nothing unless `--to`.
+a difference is an error naming it, unless `--differ FIELD` names it: then the comparison is
+of that setting (e.g. `--differ turn_history`: the turns form read once against today's
+schedule, issue 48), and the summary's config records both values. Runs no model; writes
+nothing unless `--to`.
 
     python eval/studies/pair.py --arm g3=receipts/eval/val-e20:g3 --arm e21=/tmp/e21/val:e21
     python eval/studies/pair.py --arm g3=/tmp/g3-gated:gated --arm e21=/tmp/e21-gated:gated --to DIR
@@ -33,7 +36,7 @@ from memworker.eval.runner import (
 from memworker.hashing import write_json
 
 #: sampler fields two folders must share for their arms to be compared
-SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes")
+SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes", "turn_history")
 
 
 def parse_arm(spec: str) -> tuple[str, Path, str]:
@@ -52,9 +55,14 @@ def _config(folder: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8"))
 
 
-def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                         list[str], dict[str, Any]]:
-    """(rows, samples renamed to their arm names, arm names, config) of the arms in `specs`."""
+def load_pair(specs: list[str], differ: tuple[str, ...] = ()
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], dict[str, Any]]:
+    """(rows, samples renamed to their arm names, arm names, config) of the arms in `specs`;
+    the `SAMPLER_FIELDS` named in `differ` may differ (the config's `differ` records them)."""
+    unknown = sorted(set(differ) - set(SAMPLER_FIELDS))
+    if unknown:
+        raise EvalError(f"--differ {', '.join(unknown)}: not a sampler field compared here "
+                        f"({', '.join(SAMPLER_FIELDS)})")
     if len(specs) != 2:
         raise EvalError("give exactly two --arm NAME=FOLDER:ARM")
     arms = [parse_arm(s) for s in specs]
@@ -69,10 +77,13 @@ def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
     if manifests[0] != manifests[1]:
         raise EvalError(f"the folders evaluate different corpora (manifest {manifests[0]} and "
                         f"{manifests[1]})")
+    differs: dict[str, list[Any]] = {}
     for field in SAMPLER_FIELDS:
         values = [(c.get("sampler") or {}).get(field, LATER_DEFAULTS.get(field))
                   for c in configs]
-        if values[0] != values[1]:
+        if field in differ:
+            differs[field] = values
+        elif values[0] != values[1]:
             raise EvalError(f"the folders' samplers differ in {field}: {values[0]!r} and "
                             f"{values[1]!r}: not one comparison")
     corpus = (configs[0].get("corpus") or {}).get("path")
@@ -90,7 +101,9 @@ def load_pair(specs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
     rows = [r for r in rows if r["id"] in ran[0] | ran[1]]
     config = {"set": configs[0]["set"], "corpus": configs[0].get("corpus"),
               "rows_in_set": configs[0].get("rows_in_set"), "sampler": configs[0].get("sampler"),
-              "paired_from": {n: {"folder": str(f), "arm": a} for n, f, a in arms}}
+              "paired_from": {n: {"folder": str(f), "arm": a} for n, f, a in arms},
+              **({"differ": {field: dict(zip(names, values, strict=True))
+                             for field, values in differs.items()}} if differs else {})}
     return rows, samples, names, config
 
 
@@ -102,15 +115,20 @@ def main(argv: list[str] | None = None) -> int:
                         "one is subtracted, as in eval/run.py)")
     p.add_argument("--to", default=None, help="write summary.json and report.md here")
     p.add_argument("--resamples", type=int, default=stats.DEFAULT_RESAMPLES)
+    p.add_argument("--differ", action="append", default=[], metavar="FIELD",
+                   help="a sampler field the two folders may differ in, the setting compared "
+                        f"(one of {', '.join(SAMPLER_FIELDS)}; repeatable)")
     args = p.parse_args(argv)
     try:
-        rows, samples, names, config = load_pair(args.arm)
+        rows, samples, names, config = load_pair(args.arm, tuple(args.differ))
     except (EvalError, OSError, ValueError) as exc:
         print(f"eval/studies/pair.py: error: {exc}", file=sys.stderr)
         return 2
     summary = S.summarise(rows, samples, names, config=config, resamples=args.resamples)
     comp = summary["comparisons"][0]
-    print(f"{comp['label']} on {comp['rows']} rows both ran ({config['set']}); value "
+    across = "".join(f"; {field}: " + ", ".join(f"{n} {v!r}" for n, v in values.items())
+                     for field, values in config.get("differ", {}).items())
+    print(f"{comp['label']} on {comp['rows']} rows both ran ({config['set']}{across}); value "
           "(num/den) per arm, paired difference [95 % interval over episodes]:")
     for task, block in comp["tasks"].items():
         for metric, m in sorted(block.items()):
