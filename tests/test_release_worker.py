@@ -256,3 +256,25 @@ def test_verify_replay_checks_the_worker_writes_what_the_evaluation_recorded(tmp
     problems = check_replay(folder, receipt, evaluation, tiny_corpus, 1,
                             make_worker=worker([]))
     assert len(problems) == 1 and "not this release's student" in problems[0]
+
+
+def test_a_worker_that_reads_each_turn_once_is_recorded_and_checked(tmp_path):
+    """`turn_history="none"` (a student trained read once): the worker records it, the Modelfile
+    names it, and an evaluation that asked the student with the earlier answers is not the
+    shipped worker's (nor the reverse)."""
+    once = {**PROPOSING, "turn_history": "none"}
+    assert worker_config("turns", "-0.249", True, "none") == once
+    line = mfile.worker_line(once)
+    assert "turns read once" in line and "turn_history=" in line
+    assert "read once" not in mfile.worker_line(PROPOSING)
+    with pytest.raises(ExportError, match="needs extract form"):
+        export_release("no-such-run", "no-such-release", turn_history="none")
+    read_once = ({"seed": 0, "extract_form": "turns", "turn_history": "none"}, {"student": GATE})
+    today = ({"seed": 0, "extract_form": "turns"}, {"student": GATE})
+    folder, receipt = _release(tmp_path, once, {"heldout": read_once, "test": today})
+    for name in ("heldout", "test"):
+        receipt["evaluation"][name]["config"]["proposing"] = ["student"]
+    problems = check_worker(folder, receipt)
+    assert len(problems) == 1 and "evaluation test ran the student with extract form turns and " \
+        f"claim gate {GATE} and proposing, but the release ships extract form turns and claim " \
+        f"gate {GATE} and proposing and turns read once" in problems[0]

@@ -16,6 +16,7 @@ from memworker.export.receipt import ExportError, default_publish_dir, record_wa
 from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
 from memworker.receipts import RELEASE_RECEIPT
+from memworker.turns import HISTORIES
 
 EXPECTED = (ExportError, registry.BaseUnavailable, converter.ConverterUnavailable,
             converter.ConversionFailed)
@@ -64,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "answers at least one claim for its gate to keep or drop; recorded "
                              "as the release's worker; evaluate the student so (eval/run.py "
                              "--propose student)")
+    parser.add_argument("--turn-history", default="answers", choices=HISTORIES,
+                        help="with a turns form: none, each turn reads the window and its own "
+                             "question alone (a student trained with train/run.py "
+                             "--turn-history none); recorded as the release's worker; evaluate "
+                             "the student so (eval/run.py --turn-history none)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -89,7 +95,7 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.run:
         receipt = export_release(args.run, out, base=args.base, publish_dir=publish,
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
-                                 propose=args.propose,
+                                 propose=args.propose, turn_history=args.turn_history,
                                  **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

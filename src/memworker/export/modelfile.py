@@ -45,14 +45,19 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
     return (f"# memworker worker: {worker_words(worker, ';')} (applied by memworker's codec: "
             "MemWorkerBackend.from_release, or extract_form= and claim_gate="
             + (" and propose=" if worker.get("propose") else "")
+            + (" and turn_history=" if worker.get("turn_history", "answers") != "answers"
+               else "")
             + "; Ollama alone applies neither)")
 
 
 def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
-    """'extract form F and claim gate G' (', proposing' when the worker proposes)."""
+    """'extract form F and claim gate G' (', proposing' when the worker proposes, ', turns read
+    once' when each turn reads the window alone)."""
     gate = worker.get("claim_gate") or "none"
     return (f"extract form {worker.get('extract_form', 'window')}{sep} claim gate {gate}"
-            + (f"{sep} proposing" if worker.get("propose") else ""))
+            + (f"{sep} proposing" if worker.get("propose") else "")
+            + (f"{sep} turns read once" if worker.get("turn_history", "answers") != "answers"
+               else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

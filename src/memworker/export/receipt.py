@@ -112,7 +112,8 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
     try:
         if worker_config(worker["extract_form"], worker["claim_gate"],
-                         worker.get("propose") is True) != worker:
+                         worker.get("propose") is True,
+                         worker.get("turn_history", "answers")) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
     except WorkerError as exc:
         return [f"{where}: worker: {exc}"]
@@ -125,9 +126,12 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
         config = (summary or {}).get("config") or {}
         if "student" not in (config.get("arms") or {}):
             continue
-        ran = {"extract_form": (config.get("sampler") or {}).get("extract_form", "window"),
+        sampler = config.get("sampler") or {}
+        ran = {"extract_form": sampler.get("extract_form", "window"),
                "claim_gate": (config.get("claim_gates") or {}).get("student"),
-               **({"propose": True} if "student" in config.get("proposing", []) else {})}
+               **({"propose": True} if "student" in config.get("proposing", []) else {}),
+               **({"turn_history": sampler["turn_history"]}
+                  if sampler.get("turn_history", "answers") != "answers" else {})}
         if ran != worker:
             problems.append(f"{where}: evaluation {name} ran the student with "
                             f"{mfile.worker_words(ran)}, but the release ships "
