@@ -23,6 +23,7 @@
 #      15 MiB pieces under $OUT with the logs (`cat chain.tar.part-* | tar x` joins them).
 set -uo pipefail
 : "${OUT:?set OUT}"
+. "$(dirname "$0")/pack_runs.sh"
 PY=${PYTHON:-python3}
 BASE=${BASE:-gemma3-270m}
 BUDGET_S=${BUDGET_S:-480}     # seconds from the start until the packing must begin
@@ -86,18 +87,6 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
 cd "$W" || exit 1
 list=()
 for name in coding general-a general; do
-    d=runs/$name
-    [ -d "$d" ] || continue
-    if [ -f "$d/receipt.json" ]; then
-        for f in receipt.json sittings.json config.json trainer_state.json train.log adapter; do
-            [ -e "$d/$f" ] && list+=("$d/$f")
-        done
-    else
-        c=$(ls -d "$d"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
-        [ -n "$c" ] && list+=("$c/adapter_model.safetensors" "$c/adapter_config.json" "$c/trainer_state.json")
-        for f in sittings.json config.json; do [ -e "$d/$f" ] && list+=("$d/$f"); done
-    fi
+    pack_stage "runs/$name"
 done
-tar cf chain.tar *.log "${list[@]}" 2>>"$OUT/gpu.log"
-split -b 15M -d chain.tar "$OUT/chain.tar.part-"
-log "packed: $(du -h chain.tar | cut -f1) -> $(ls "$OUT" | tr '\n' ' ')"
+pack_out chain

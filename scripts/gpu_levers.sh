@@ -21,6 +21,7 @@
 #      into 15 MiB pieces under $OUT with the logs (`cat runs.tar.part-* | tar x` joins them).
 set -uo pipefail
 : "${OUT:?set OUT}"
+. "$(dirname "$0")/pack_runs.sh"
 PY=${PYTHON:-python3}
 BUDGET_S=${BUDGET_S:-470}     # seconds from the start until the packing must begin
 T0=$(date +%s)
@@ -90,19 +91,7 @@ nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/gpu.log" 2>&1
 # pack: finished runs keep their folder minus checkpoints; unfinished ones their latest checkpoint
 cd "$W" || exit 1
 list=()
-for name in nf4 "${NAMES[@]}"; do
-    d=$name/coding
-    [ -d "$d" ] || continue
-    files=(receipt.json sittings.json config.json trainer_state.json)
-    [ "$name" = nf4 ] || files+=(adapter)   # the NF4 check: its records, no adapter
-    if [ "$name" = nf4 ] || [ -f "$d/receipt.json" ]; then
-        for f in "${files[@]}"; do [ -e "$d/$f" ] && list+=("$d/$f"); done
-    else
-        c=$(ls -d "$d"/checkpoints/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
-        [ -n "$c" ] && list+=("$c/adapter_model.safetensors" "$c/adapter_config.json" "$c/trainer_state.json")
-        for f in sittings.json config.json; do [ -e "$d/$f" ] && list+=("$d/$f"); done
-    fi
+for name in nf4 "${NAMES[@]}"; do   # the NF4 check: its records, no adapter
+    pack_stage "$name/coding" $([ "$name" = nf4 ] && echo records)
 done
-tar cf runs.tar *.log "${list[@]}" 2>>"$OUT/gpu.log"
-split -b 15M -d runs.tar "$OUT/runs.tar.part-"
-log "packed: $(du -h runs.tar | cut -f1) -> $(ls "$OUT" | tr '\n' ' ')"
+pack_out runs
