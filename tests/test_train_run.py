@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -252,8 +253,17 @@ def test_accelerate_launch_with_two_cpu_processes(work, assets):
            "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            str(REPO / "train" / "run.py"), "--stage", "coding", "--base", str(assets["base"]),
            "--receipts-dir", "", "--no-build-corpus", *FAST, *same, "--out", "runs/ddp"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # in a session of its own: a launcher that outlives the timeout is killed with its workers,
+    # which would otherwise stay behind waiting on each other (seen when the machine was busy)
+    launcher = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    try:
+        _, stderr = launcher.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.communicate()
+        raise
+    assert launcher.returncode == 0, stderr[-3000:]
     ddp = json.loads(Path("runs/ddp/receipt.json").read_text())
     assert ddp["device"]["world_size"] == 2 and ddp["result"]["global_step"] == 3
     assert ddp["result"]["tokens_this_session"] > 0
