@@ -519,8 +519,11 @@ class TaskBatchSampler:
 
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         batches = []
-        for name in sorted(set(self.groups)):
-            members = [i for i, g in enumerate(self.groups) if g == name]
+        members_of: dict[str, list[int]] = {}
+        for i, g in enumerate(self.groups):   # one pass: read-once rows make a group a window
+            members_of.setdefault(g, []).append(i)
+        for name in sorted(members_of):
+            members = members_of[name]
             order = [members[j] for j in torch.randperm(len(members), generator=gen).tolist()]
             mega = self.batch_size * 16  # sort by length within chunks, keep some randomness
             for start in range(0, len(order), mega):
