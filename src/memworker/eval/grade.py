@@ -329,6 +329,7 @@ def grade_extract(row: dict[str, Any], output: dict[str, Any] | None,
     events = {e["index"]: e for e in row["input"]["events"]}
     facts = truth.get("facts", [])
     current = [f for f in facts if f["status"] == "current"]
+    at = [i for i, f in enumerate(facts) if f["status"] == "current"]   # current k -> facts[i]
     required = [f for f in current if f.get("required")]
     claims = (output or {}).get("claims", [])
     used: Counter = Counter()
@@ -433,7 +434,9 @@ def grade_extract(row: dict[str, Any], output: dict[str, Any] | None,
                        "covered": covered,
                        "spurious_supersedes": int(bool(pred_sup) and not true_sup),
                        **Counter(c["verdict"] for c in per_claim)},
-            "claims": per_claim}
+            "claims": per_claim,
+            # which facts a supported claim covered: indices into truth["facts"]
+            "facts_covered": sorted(at[k] for k in covered_facts)}
 
 
 def grade_consolidate(row: dict[str, Any], output: dict[str, Any] | None) -> dict[str, Any]:
