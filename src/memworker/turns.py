@@ -92,6 +92,12 @@ TURN_FORMS = ("turns", "sentences")
 HISTORIES = ("answers", "none")
 
 
+def _asking(prompt: list[dict[str, str]], line: str) -> list[dict[str, str]]:
+    """The window's rendered prompt with `line` after its user message (a turn's question, the
+    walk's instruction)."""
+    return prompt[:-1] + [{"role": "user", "content": prompt[-1]["content"] + "\n\n" + line}]
+
+
 class TurnsError(ValueError):
     """A row or answer that cannot be split into turns."""
 
@@ -229,8 +235,7 @@ def messages(inputs: dict[str, Any], answers: list[str] | None = None,
     given = list(answers or [])
     if len(given) > len(turns):
         raise TurnsError(f"{len(given)} answers for {len(turns)} turns")
-    out = render("extract", inputs)
-    out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + turns[0].line()}
+    out = _asking(render("extract", inputs), turns[0].line())
     for k, text in enumerate(given):
         out.append({"role": "assistant", "content": text})
         if k + 1 < len(turns):
@@ -244,9 +249,7 @@ def once_messages(inputs: dict[str, Any], k: int, form: str = "turns") -> list[d
     turns = asked(inputs["events"], form)
     if not 0 <= k < len(turns):
         raise TurnsError(f"turn {k} of {len(turns)}")
-    out = render("extract", inputs)
-    out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + turns[k].line()}
-    return out
+    return _asking(render("extract", inputs), turns[k].line())
 
 
 def training_messages(inputs: dict[str, Any], answer: dict[str, Any],
@@ -281,9 +284,9 @@ def read_once_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
     window = messages[1]["content"].rpartition("\n\n")[0]
     if not window or any(not line.startswith("Event [") for line in lines):
         raise TurnsError(f"row {row.get('id', '?')}: its turns are not asked by event")
+    prompt = [messages[0], {"role": "user", "content": window}]
     return [{**row, "id": f"{row.get('id', '?')}#{k}", "window": row.get("id", "?"),
-             "messages": [messages[0], {"role": "user", "content": window + "\n\n" + line},
-                          {"role": "assistant", "content": answer}]}
+             "messages": _asking(prompt, line) + [{"role": "assistant", "content": answer}]}
             for k, (line, answer) in enumerate(zip(lines, answers, strict=True))]
 
 
@@ -291,9 +294,7 @@ def read_once_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 def walk_messages(inputs: dict[str, Any]) -> list[dict[str, str]]:
     """The prompt of the walk form: the window's extract prompt and `WALK_LINE`."""
-    out = render("extract", inputs)
-    out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + WALK_LINE}
-    return out
+    return _asking(render("extract", inputs), WALK_LINE)
 
 
 def walk_answer(answer: dict[str, Any], turns: list[int]) -> dict[str, Any]:

@@ -267,18 +267,17 @@ class DecodeTimer:
 def _window(worker, row: dict, timer: DecodeTimer | None) -> dict[str, Any]:
     """One extract row through `worker`, timed: wall seconds, the prompt tokens llama.cpp
     evaluated (with `timer`: every batch decoded during the window; what the KV reuse did not
-    keep), the answer tokens of every generation (all turns and retries), calls, the claims the
-    codec accepted before the gate (proposed) and those kept."""
+    keep), the answer tokens of every generation (all turns and retries), calls, and the claims
+    kept and gated away (together: those the codec accepted, the claims proposed)."""
     before = sum(n for n, _ in timer.batches) if timer is not None else 0
     started = time.perf_counter()
     result = worker._run("extract", row["input"])
     wall = time.perf_counter() - started
     generations = result.turns if result.turns is not None else result.attempts
-    kept = len(result.output["claims"])
-    gated = len((result.gate or {}).get("dropped", []))
     return {"wall": wall, "tokens": sum(g.completion_tokens or 0 for g in generations),
             "prompt": (sum(n for n, _ in timer.batches) - before) if timer is not None else None,
-            "calls": len(generations), "kept": kept, "gated": gated, "proposed": kept + gated,
+            "calls": len(generations), "kept": len(result.output["claims"]),
+            "gated": len((result.gate or {}).get("dropped", [])),
             "answers": [g.raw for g in generations]}
 
 
@@ -327,7 +326,7 @@ def worker_report(calls: list[dict[str, Any]], decode_rate: float) -> str:
             f"  per window, median: {read}answer tokens {median(c['tokens'] for c in calls):.0f} "
             f"(p90 {percentile([c['tokens'] for c in calls], 90):.0f}), calls "
             f"{median(c['calls'] for c in calls):.0f}, claims proposed "
-            f"{median(c.get('proposed', c['kept'] + c['gated']) for c in calls):.0f}, kept "
+            f"{median(c['kept'] + c['gated'] for c in calls):.0f}, kept "
             f"{median(c['kept'] for c in calls):.0f}")
 
 

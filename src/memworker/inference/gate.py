@@ -306,26 +306,23 @@ class ClaimGate:
         claim that both its parts drop; its record holds the second part's scores under
         `either`."""
         scores = self.scores(result, inputs, form)
-        keep = [s >= self.threshold for s in scores]
-        other = None
-        if self.either is not None:
-            other = self.either.scores(result, inputs, form)
-            keep = [k or o >= self.either.threshold for k, o in zip(keep, other, strict=True)]
+        other = self.either.scores(result, inputs, form) if self.either is not None else None
+        keep = [s >= self.threshold or (other is not None and other[n] >= self.either.threshold)
+                for n, s in enumerate(scores)]
         gated = copy.copy(result)
         gated.output = {**result.output, "claims": [
             c for c, k in zip(result.output["claims"], keep, strict=True) if k]}
         gated.wire = {**result.wire, "claims": [
             c for c, k in zip(result.wire["claims"], keep, strict=True) if k]}
-        also = (lambda n: "") if other is None or self.either is None else (
-            lambda n: f", {self.either.score} {other[n]} < {self.either.threshold:g}")
         gated.diagnostics = list(result.diagnostics) + [
             f"gate: claim {n} ({c['statement'][:60]!r}) dropped: {self.score} {s} < "
-            f"{self.threshold:g}{also(n)}"
+            f"{self.threshold:g}" + ("" if other is None else
+                                     f", {self.either.score} {other[n]} < {self.either.threshold:g}")
             for n, (c, s, k) in enumerate(zip(result.output["claims"], scores, keep, strict=True))
             if not k]
         gated.gate = {"score": self.score, "threshold": self.threshold, "scores": scores,
                       "dropped": [n for n, k in enumerate(keep) if not k]}
-        if self.either is not None and other is not None:
+        if other is not None:
             gated.gate["either"] = {"score": self.either.score,
                                     "threshold": self.either.threshold, "scores": other}
         return gated

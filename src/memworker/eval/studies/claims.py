@@ -37,7 +37,8 @@ from memworker.eval.grade import (
     predicate_match,
     subject_match,
 )
-from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
+from memworker.eval.runner import EvalError
+from memworker.eval.studies.rowtools import read_folder
 from memworker.textnorm import value_key
 
 COLUMNS = ("rows", "claims", "distinct", "cite_source", "subject", "predicate", "value", "kind",
@@ -83,13 +84,9 @@ def breakdown(row: dict[str, Any], output: dict[str, Any] | None) -> dict[str, i
 
 def arm_breakdowns(out_dir: Path, arms: list[str] | None = None) -> tuple[str, dict[str, Any]]:
     """(set name, {arm: counts summed over the set's extract rows}) of an evaluation folder."""
-    config_path = out_dir / "config.json"
-    if not config_path.is_file():
-        raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
-    config = json.loads(config_path.read_text("utf-8"))
+    config, every_row, samples = read_folder(out_dir)
     set_name = config["set"]
-    rows = {r["id"]: r for r in load_eval_rows(config["corpus"]["path"], set_name)}
-    samples = read_samples(out_dir / SAMPLES)
+    rows = {r["id"]: r for r in every_row}
     have = {s["arm"] for s in samples}
     names = arms or sorted(have)
     missing = [a for a in names if a not in have]

@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 import bisect
 import hashlib
-import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.runner import EvalError, grade_sample, load_eval_rows, read_samples
-from memworker.eval.studies.rowtools import compose_row, kept_claim_stats, surest
+from memworker.eval.runner import EvalError, grade_sample, read_samples
+from memworker.eval.studies.rowtools import compose_row, kept_claim_stats, read_folder, surest
 from memworker.inference.gate import SCORES, Fields, auc, claim_spans, field_stats
 
 __all__ = ["SCORES", "Fields", "claim_spans", "field_stats", "kept_claim_stats", "surest", "half",
@@ -56,18 +55,14 @@ class Rows:
     """The extract rows of a folder with their model and rules samples and claim statistics."""
 
     def __init__(self, out_dir: Path, model: str, rules: str = "rules"):
-        config_path = out_dir / "config.json"
-        if not config_path.is_file():
-            raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
-        config = json.loads(config_path.read_text("utf-8"))
+        _, every_row, samples = read_folder(out_dir)
         by_arm: dict[str, dict[str, dict[str, Any]]] = {}
-        for s in read_samples(out_dir / "samples.jsonl"):
+        for s in samples:
             by_arm.setdefault(s["arm"], {})[s["id"]] = s
         for arm in (model, rules):
             if arm not in by_arm:
                 raise EvalError(f"{out_dir}: no samples of arm {arm!r}")
-        rows = [r for r in load_eval_rows(config["corpus"]["path"], config["set"])
-                if r["task"] == "extract" and r["id"] in by_arm[model]
+        rows = [r for r in every_row if r["task"] == "extract" and r["id"] in by_arm[model]
                 and r["id"] in by_arm[rules]]
         if not rows:
             raise EvalError(f"{out_dir}: no extract row has samples of both arms")

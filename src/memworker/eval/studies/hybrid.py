@@ -40,15 +40,19 @@ the val split only; on held-out, test and natural sets this describes a result.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
+from memworker.eval.runner import SAMPLES, EvalError
 from memworker.eval.studies import rowtools
-from memworker.eval.studies.rowtools import EXTRACT_POLICIES, OTHER_POLICIES, compose_row
+from memworker.eval.studies.rowtools import (
+    EXTRACT_POLICIES,
+    OTHER_POLICIES,
+    compose_row,
+    read_folder,
+)
 from memworker.eval.summary import report_markdown, summarise, table_lines
 from memworker.hashing import canonical_json, write_json
 from memworker.inference.gate import SCORES
@@ -75,12 +79,7 @@ def compose(out_dir: Path, model: str, to: Path, policies: dict[str, str], *,
     """Write the hybrid folder `to` from the evaluation folder `out_dir`; returns its summary.
     With `min_score`, the model's extract claims scoring below it under `score` are dropped
     before the merge."""
-    config_path = out_dir / "config.json"
-    if not config_path.is_file():
-        raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
-    config = json.loads(config_path.read_text("utf-8"))
-    rows = load_eval_rows(config["corpus"]["path"], config["set"])
-    samples = read_samples(out_dir / SAMPLES)
+    config, rows, samples = read_folder(out_dir)
     by_arm: dict[str, dict[str, dict[str, Any]]] = {}
     for s in samples:
         by_arm.setdefault(s["arm"], {})[s["id"]] = s

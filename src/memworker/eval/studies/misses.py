@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from memworker.eval.grade import grade_extract
-from memworker.eval.runner import SAMPLES, EvalError, load_eval_rows, read_samples
+from memworker.eval.runner import SAMPLES, EvalError
+from memworker.eval.studies.rowtools import read_folder
 
 GROUPS = ("kind", "subject", "behaviour", "predicate")
 
@@ -84,13 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     folder = Path(args.out)
     try:
-        config = json.loads((folder / "config.json").read_text("utf-8"))
-        corpus = (config.get("corpus") or {}).get("path")
-        if not corpus:
-            raise EvalError(f"{folder}/config.json names no corpus path")
-        rows = {r["id"]: r for r in load_eval_rows(corpus, config["set"])}
-        samples = [s for s in read_samples(folder / SAMPLES)
-                   if s["arm"] == args.model and s["task"] == "extract"]
+        config, every_row, samples = read_folder(folder)
+        rows = {r["id"]: r for r in every_row}
+        samples = [s for s in samples if s["arm"] == args.model and s["task"] == "extract"]
         if not samples:
             raise EvalError(f"{folder}/{SAMPLES}: no extract samples of arm {args.model!r}")
         figures = misses(rows, samples)

@@ -1,5 +1,6 @@
 """The rows helpers the regrading studies share (`eval/studies/hybrid.py`,
-`eval/studies/confidence.py`): a model sample's kept extract claims scored from its own token
+`eval/studies/confidence.py`, `claims.py`, `misses.py`): an evaluation folder's config, rows and
+samples (`read_folder`), a model sample's kept extract claims scored from its own token
 log-probabilities (`kept_claim_stats`), the unsure ones dropped (`surest`), and the hybrid's sample
 of a row composed from a rules and a model sample of it (`compose_row`: the two verified wire
 answers merged by a policy, decoded by the same codec and graded by the same grader). No model runs.
@@ -7,16 +8,33 @@ answers merged by a policy, decoded by the same codec and graded by the same gra
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from memworker import wire
 from memworker.eval.grade import predicate_match, subject_match
-from memworker.eval.runner import EvalError, grade_sample
+from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.inference import codec
 from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, turn_parts
 from memworker.inference.schema import build_schema
 from memworker.textnorm import value_key
 from memworker.turns import asked
+
+
+def read_folder(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                        list[dict[str, Any]]]:
+    """(config, rows of its set, samples) of an `eval/run.py` folder: its config.json names the
+    set and the corpus the rows are read from; EvalError when it is not such a folder."""
+    config_path = out_dir / "config.json"
+    if not config_path.is_file():
+        raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
+    config = json.loads(config_path.read_text("utf-8"))
+    corpus = (config.get("corpus") or {}).get("path")
+    if not corpus:
+        raise EvalError(f"{config_path} names no corpus path")
+    return config, load_eval_rows(corpus, config["set"]), read_samples(out_dir / SAMPLES)
+
 
 #: the hybrid's policies per task (`compose_row`; eval/studies/hybrid.py describes each)
 EXTRACT_POLICIES = ("union", "fill", "rules", "model")
