@@ -169,3 +169,15 @@ def test_the_study_prints_its_tables_with_the_targets(tiny_corpus, embedded_gguf
     assert figures["cached"] == [_n(study.cached_text())]
     assert study.main(["--set", "natural-dev", "--corpus", str(tmp_path / "none")]) == 2
     assert "no corpus" in capsys.readouterr().err
+
+
+def test_event_timestamps_can_be_written_shorter_and_only_theirs_change():
+    from memworker.eval.studies.wire_cost import stamped
+    text = ("Existing facts:\nF1: The user lives in Porto. (since 2023-06-19)\n\nEvents:\n"
+            "[0] 2024-07-19T09:55:24+05:30 user: At 10:30:00 I left.\n"
+            "[12] 2024-07-21T18:54:40Z assistant: ok")
+    assert stamped(text, "minute").splitlines()[4:] == [
+        "[0] 2024-07-19 09:55 user: At 10:30:00 I left.", "[12] 2024-07-21 18:54 assistant: ok"]
+    assert stamped(text, "date").splitlines()[5] == "[12] 2024-07-21 assistant: ok"
+    assert stamped(text, "none").splitlines()[4] == "[0] user: At 10:30:00 I left."
+    assert stamped(text, "none").splitlines()[1] == "F1: The user lives in Porto. (since 2023-06-19)"

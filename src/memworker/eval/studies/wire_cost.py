@@ -59,6 +59,7 @@ import argparse
 import bisect
 import json
 import math
+import re
 import statistics
 import sys
 from collections import Counter
@@ -89,6 +90,12 @@ DECODE_S = 0.0151
 END = "<|im_end|>"
 USER = "the user"
 WRITTEN_END = 1  # the end token <|im_end|> each turn's answer closes with
+#: an event line's timestamp in the extract prompt (`[3] 2024-07-21T18:55:05+05:30 user: ...`)
+EVENT_STAMP = re.compile(r"^(\[\d+\]) (\d{4}-\d\d-\d\d)T(\d\d:\d\d):\d\d(?:Z|[+-]\d\d:\d\d) ",
+                         re.M)
+#: how the timestamps of the window's events could be written instead (`stamped`)
+STAMPS = {"minute": r"\1 \2 \3 ", "date": r"\1 \2 ", "none": r"\1 "}
+STAMP_HELP = {"minute": "to the minute, no offset", "date": "as the date alone", "none": "left out"}
 
 
 # --- the wires ------------------------------------------------------------------------------------
@@ -163,6 +170,12 @@ def dump_claims(claims: list[list[tuple[str, Any]]]) -> tuple[str, list[tuple[in
         text += "]"
         offsets.append((start, value_at, len(text)))
     return text + "]}", offsets
+
+
+def stamped(text: str, how: str) -> str:
+    """`text` (a rendered extract prompt) with its events' timestamps written as `how` says
+    (`STAMPS`: to the minute without the UTC offset, the date alone, or none)."""
+    return EVENT_STAMP.sub(STAMPS[how], text)
 
 
 # --- counting -------------------------------------------------------------------------------------
@@ -245,12 +258,13 @@ def window_figures(row: dict[str, Any], cached_ids: list[int]) -> dict[str, Any]
     shown = {form: [prompts.to_chatml(turns.messages(inputs, answers[form][:k]))
                     for k in range(len(asked))] for form in WIRES}
     texts_in = [window, prompts.to_chatml(user), wire.dump_answer("extract", {"claims": []}),
-                *alone]
+                *alone, *(stamped(window, how) for how in STAMPS)]
     for form in WIRES:
         texts_in += shown[form] + answers[form] + [whole[form]]
     ids = iter(encode(texts_in))
     window_ids, one_call, empty = next(ids), next(ids), next(ids)
     alone_ids = [next(ids) for _ in asked]
+    stamp_ids = {how: next(ids) for how in STAMPS}
     cached = common_prefix(cached_ids, window_ids)
     out: dict[str, Any] = {"id": row["id"], "turns": len(asked), "claims": len(v3["claims"]),
                            "empty_turns": sum(not part["claims"] for part in parts),
@@ -262,6 +276,10 @@ def window_figures(row: dict[str, Any], cached_ids: list[int]) -> dict[str, Any]
     # (c): the window once, then each turn its question after the window's end
     out["prompt"]["c"] = len(window_ids) - cached + sum(
         len(q) - common_prefix(q, window_ids) for q in alone_ids)
+    # (c) with the events' timestamps written shorter: the questions read as before
+    out["stamps"] = {how: len(t) - cached for how, t in stamp_ids.items()}
+    for how, t in stamp_ids.items():
+        out["prompt"][f"c/{how}"] = out["prompt"]["c"] - (len(window_ids) - len(t))
     for form in WIRES:
         prompt_ids = [next(ids) for _ in asked]
         answer_ids = [next(ids) for _ in asked]
@@ -420,6 +438,8 @@ def study(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "turns_total": sum(w["turns"] for w in windows),
             "empty_turns_total": sum(w["empty_turns"] for w in windows),
             "window_once": quantiles([w["window_once"] for w in windows]),
+            "window_stamps": {how: quantiles([w["stamps"][how] for w in windows])
+                              for how in STAMPS},
             "one_call_prompt": quantiles([w["one_call_prompt"] for w in windows]),
             "prompt": prompt, "answer": answer,
             "window_form_answer": {form: quantiles([w["window_form_answer"][form]
@@ -447,13 +467,19 @@ def report(f: dict[str, Any]) -> list[str]:
              f"instructions {'/'.join(map(str, f['cached']))} tokens", "",
              "| per window (tokens) | median | p90 | issue 48 target (median window) |",
              "|---|---|---|---|",
-             f"| prompt: the window's content alone | {_q(f['window_once'])} | |",
+             f"| prompt: the window's content alone | {_q(f['window_once'])} | |"]
+    lines += [f"| prompt: the window's content alone, event timestamps {STAMP_HELP[how]} | "
+              f"{_q(f['window_stamps'][how])} | |" for how in STAMPS]
+    lines += [
              f"| prompt: one call (window form) | {_q(f['one_call_prompt'])} | "
              f"≤ {t['prompt']} |"]
     for s in SCHEDULES:
-        keys = ["c"] if s == "c" else [f"{s}/{form}" for form in WIRES]
+        keys = (["c", *(f"c/{how}" for how in STAMPS)] if s == "c"
+                else [f"{s}/{form}" for form in WIRES])
         for key in keys:
-            wire_note = f", {key.split('/')[1]} answers" if "/" in key else ""
+            tail = key.split("/")[1] if "/" in key else None
+            wire_note = ("" if tail is None else f", event timestamps {STAMP_HELP[tail]}"
+                         if tail in STAMPS else f", {tail} answers")
             lines.append(f"| prompt {SCHEDULE_HELP[s]}{wire_note} | {_q(f['prompt'][key])} | "
                          f"≤ {t['prompt']} |")
     for form in WIRES:
