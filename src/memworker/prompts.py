@@ -70,6 +70,55 @@ def format_event(event: dict[str, Any]) -> str:
     return f"[{event['index']}] {event['timestamp']} {role}: {event['text']}"
 
 
+#: how an extract prompt writes its events' timestamps (`restamp`): "full" (the ISO timestamp as
+#: the event has it, `2025-10-08T09:12:00+02:00`) or "minute" (`2025-10-08 09:12`: the local date
+#: and time to the minute, no seconds, no UTC offset). The model never writes a date (the codec
+#: resolves a chosen time expression from the event's own timestamp), so "minute" drops only
+#: what it cannot use: ~12 tokens an event (docs/research/inference-speed.md "Wire cost").
+EVENT_STAMPS = ("full", "minute")
+_ISO_MINUTE = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d)")
+
+
+def show_stamp(timestamp: str, stamps: str = "full") -> str:
+    """An event's timestamp as an extract prompt with `stamps` (`EVENT_STAMPS`) writes it."""
+    if stamps == "full":
+        return timestamp
+    if stamps != "minute":
+        raise PromptError(f"event stamps {stamps!r}: one of {', '.join(EVENT_STAMPS)}")
+    m = _ISO_MINUTE.match(timestamp)
+    return f"{m.group(1)} {m.group(2)}" if m else timestamp
+
+
+def events_block(inputs: dict[str, Any], stamps: str = "full") -> str:
+    """The events of an extract request as its prompt lists them."""
+    def fmt(event: dict[str, Any]) -> str:
+        line = format_event(event)
+        head = f"[{event['index']}] {event['timestamp']} "
+        return f"[{event['index']}] {show_stamp(event['timestamp'], stamps)} " + line[len(head):]
+    return _lines(inputs["events"], fmt)
+
+
+def restamp(messages: list[dict[str, str]], inputs: dict[str, Any],
+            stamps: str = "full") -> list[dict[str, str]]:
+    """`messages` of an extract request (any form: the window, its turns, a read-once turn, the
+    walk; with answers or not) with the events' timestamps written as `stamps` says: the
+    rendered events block is replaced whole in every user message holding it, so event texts are
+    never touched. Training rows and the codec's prompts both pass through here, so a student
+    sees the same prompt in both. PromptError when no user message holds the block."""
+    if stamps == "full":
+        return messages
+    old, new = events_block(inputs, "full"), events_block(inputs, stamps)
+    out, found = [], False
+    for m in messages:
+        if m["role"] == "user" and old in m["content"]:
+            found = True
+            m = {**m, "content": m["content"].replace(old, new, 1)}
+        out.append(m)
+    if not found:
+        raise PromptError("no user message holds the request's events to restamp")
+    return out
+
+
 def format_existing_fact(fact: dict[str, Any]) -> str:
     since = f" (since {fact['valid_from']})" if fact.get("valid_from") else ""
     return f"{fact['id']}: {fact['statement']}{since}"

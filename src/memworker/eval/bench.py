@@ -48,7 +48,7 @@ from memworker.inference import codec
 from memworker.inference.backends import LlamaCppBackend
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.inference.samples import SAMPLES
-from memworker.prompts import to_chatml
+from memworker.prompts import EVENT_STAMPS, to_chatml
 from memworker.registry import embedded_gguf_path
 from memworker.samples import read_samples
 
@@ -334,6 +334,8 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
     gate = worker.claim_gate.spec if worker.claim_gate else "none"
     history = f", turn history {worker.turn_history}" if worker.extract_form in \
         turns_form.TURN_FORMS else ""
+    if worker.event_stamps != "full":
+        history += f", event timestamps {worker.event_stamps}"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -351,7 +353,8 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
     worker = MemWorkerBackend.from_gguf(path, n_ctx=args.n_ctx, n_threads=args.threads,
                                         kv_cache=args.kv_cache, extract_form=args.extract_form,
                                         claim_gate=args.claim_gate, propose=args.propose,
-                                        turn_history=args.turn_history)
+                                        turn_history=args.turn_history,
+                                        event_stamps=args.event_stamps)
     workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
     print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
     if args.baseline:
@@ -585,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turn-history", default="answers", choices=turns_form.HISTORIES,
                    help="--worker, turns forms: what a turn's prompt holds before its question "
                         "(answers: every earlier turn and answer; none: the window read once)")
+    p.add_argument("--event-stamps", default="full", choices=EVENT_STAMPS,
+                   help="--worker: how extract prompts write the events' timestamps (full; "
+                        "minute: a student trained with train/run.py --event-stamps minute)")
     p.add_argument("--baseline", metavar="RELEASE_DIR",
                    help="--worker: a release folder whose worker (its receipt's form, gate and "
                         "proposing) takes the same windows in the same run, each worker in turn: "

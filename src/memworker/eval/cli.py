@@ -15,7 +15,7 @@ from memworker.eval.judge import run_judge
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.eval.summary import RecordRelease
 from memworker.hashing import sha256_file, write_json
-from memworker.prompts import template_hashes
+from memworker.prompts import EVENT_STAMPS, template_hashes
 from memworker.receipts import environment
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "before its question, every earlier turn and answer (answers, the "
                         "default) or nothing, the window read once (none; memworker.turns "
                         "\"Read once\")")
+    p.add_argument("--event-stamps", choices=EVENT_STAMPS, default="full",
+                   help="how extract prompts write the events' timestamps: as the event has "
+                        "them (full, the default) or to the minute without seconds and UTC "
+                        "offset (minute; memworker.prompts.restamp); evaluate a student so when "
+                        "it was trained so (train/run.py --event-stamps)")
     runner.add_propose_option(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
@@ -214,7 +219,7 @@ def _plan(args: argparse.Namespace) -> Plan:
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_quotes=args.turn_quotes,
-                      turn_history=args.turn_history)
+                      turn_history=args.turn_history, event_stamps=args.event_stamps)
     if sampler.turn_quotes != "upto" and sampler.extract_form not in TURN_FORMS:
         raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
     if sampler.turn_history != "answers" and sampler.extract_form not in TURN_FORMS:

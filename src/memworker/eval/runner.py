@@ -109,12 +109,15 @@ class Sampler:
     #: what a turn's prompt holds before its question in the turns forms: "answers" (every
     #: earlier turn and answer) or "none" (the window read once: `codec.run_turns(history=)`)
     turn_history: str = "answers"
+    #: how extract prompts write the events' timestamps (`memworker.prompts.EVENT_STAMPS`:
+    #: "full" as the event has it, or "minute"), every form, every model arm
+    event_stamps: str = "full"
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
 LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
-                                  "turn_history": "answers"}
+                                  "turn_history": "answers", "event_stamps": "full"}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -252,7 +255,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     answers at least one claim (`codec.run_turns(propose=True)`)."""
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
-    request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar)
+    request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar,
+                            stamps=sampler.event_stamps)
     if sampler.max_tokens_cap is not None:
         request.max_tokens = min(request.max_tokens, sampler.max_tokens_cap)
     form = form if task == "extract" else "window"
@@ -269,6 +273,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                           sampler.turn_quotes == "own" else {}),
                                        **({"history": sampler.turn_history} if turns and
                                           sampler.turn_history != "answers" else {}),
+                                       **({"stamps": sampler.event_stamps}
+                                          if sampler.event_stamps != "full" else {}),
                                        **({"propose": True} if turns and propose
                                           else {}))
             generations = result.turns

@@ -15,6 +15,7 @@ from memworker.export import converter, gate
 from memworker.export.receipt import ExportError, default_publish_dir, record_waiver
 from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
+from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import RELEASE_RECEIPT
 from memworker.turns import HISTORIES
 
@@ -70,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "question alone (a student trained with train/run.py "
                              "--turn-history none); recorded as the release's worker; evaluate "
                              "the student so (eval/run.py --turn-history none)")
+    parser.add_argument("--event-stamps", default="full", choices=EVENT_STAMPS,
+                        help="minute: the student's extract prompts write the events' timestamps "
+                             "to the minute (a student trained with train/run.py --event-stamps "
+                             "minute); recorded as the release's worker; evaluate the student so "
+                             "(eval/run.py --event-stamps minute)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -96,6 +102,7 @@ def run(args: argparse.Namespace) -> list[str]:
         receipt = export_release(args.run, out, base=args.base, publish_dir=publish,
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
                                  propose=args.propose, turn_history=args.turn_history,
+                                 event_stamps=args.event_stamps,
                                  **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

@@ -47,6 +47,7 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and propose=" if worker.get("propose") else "")
             + (" and turn_history=" if worker.get("turn_history", "answers") != "answers"
                else "")
+            + (" and event_stamps=" if worker.get("event_stamps", "full") != "full" else "")
             + "; Ollama alone applies neither)")
 
 
@@ -57,7 +58,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
     return (f"extract form {worker.get('extract_form', 'window')}{sep} claim gate {gate}"
             + (f"{sep} proposing" if worker.get("propose") else "")
             + (f"{sep} turns read once" if worker.get("turn_history", "answers") != "answers"
-               else ""))
+               else "")
+            + (f"{sep} event timestamps {worker['event_stamps']}"
+               if worker.get("event_stamps", "full") != "full" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

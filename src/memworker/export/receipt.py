@@ -113,7 +113,8 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     try:
         if worker_config(worker["extract_form"], worker["claim_gate"],
                          worker.get("propose") is True,
-                         worker.get("turn_history", "answers")) != worker:
+                         worker.get("turn_history", "answers"),
+                         worker.get("event_stamps", "full")) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
     except WorkerError as exc:
         return [f"{where}: worker: {exc}"]
@@ -131,7 +132,9 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
                "claim_gate": (config.get("claim_gates") or {}).get("student"),
                **({"propose": True} if "student" in config.get("proposing", []) else {}),
                **({"turn_history": sampler["turn_history"]}
-                  if sampler.get("turn_history", "answers") != "answers" else {})}
+                  if sampler.get("turn_history", "answers") != "answers" else {}),
+               **({"event_stamps": sampler["event_stamps"]}
+                  if sampler.get("event_stamps", "full") != "full" else {})}
         if ran != worker:
             problems.append(f"{where}: evaluation {name} ran the student with "
                             f"{mfile.worker_words(ran)}, but the release ships "

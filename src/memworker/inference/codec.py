@@ -82,7 +82,7 @@ from memworker.inference.schema import (
     check_inputs,
     max_tokens_for,
 )
-from memworker.prompts import render
+from memworker.prompts import EVENT_STAMPS, render, restamp
 from memworker.safety import redact
 from memworker.turns import FORMS
 from memworker.verify import Finding
@@ -531,18 +531,27 @@ class Request:
 
 def prepare(task: str, inputs: dict[str, Any], *, backend: Any = None, use_grammar: bool = True,
             budget_tokens: int | None = -1, limits: Limits | None = None,
-            max_tokens: int | None = None) -> Request:
+            max_tokens: int | None = None, stamps: str = "full") -> Request:
     """Render the prompt and build the dynamic schema, grammar and max_tokens for one request.
     When the backend can count prompt tokens (`context_left(messages)`), the budget is capped by
-    what is left of its context window."""
+    what is left of its context window. `stamps`: how an extract prompt writes its events'
+    timestamps (`memworker.prompts.EVENT_STAMPS`; other tasks have no events)."""
     check_inputs(task, inputs)
     messages = render(task, inputs)
+    if task == "extract":
+        messages = restamp(messages, inputs, _stamps(stamps))
     context_left, budget_tokens = _context_budget(backend, messages, task, budget_tokens)
     schema = build_schema(task, inputs, budget_tokens=budget_tokens, limits=limits)
     grammar = schema_to_gbnf(schema) if use_grammar else None
     if max_tokens is None:
         max_tokens = max_tokens_for(schema, context_left=context_left)
     return Request(task, inputs, messages, schema, grammar, max_tokens)
+
+
+def _stamps(stamps: str) -> str:
+    if stamps not in EVENT_STAMPS:
+        raise ValueError(f"event stamps {stamps!r}: one of {', '.join(EVENT_STAMPS)}")
+    return stamps
 
 
 def _context_budget(backend: Any, messages: list[dict[str, str]], task: str,
@@ -569,10 +578,11 @@ def retry_message(error: CodecError) -> dict[str, str]:
 def run(backend: Any, task: str, inputs: dict[str, Any], *, temperature: float = 0.0,
         seed: int = 0, use_grammar: bool = True, budget_tokens: int | None = -1,
         limits: Limits | None = None, max_tokens: int | None = None,
-        retries: int = 1) -> CodecResult:
+        retries: int = 1, stamps: str = "full") -> CodecResult:
     """Generate with `backend` and decode; retry once on a CodecError, then raise it."""
     request = prepare(task, inputs, backend=backend, use_grammar=use_grammar,
-                      budget_tokens=budget_tokens, limits=limits, max_tokens=max_tokens)
+                      budget_tokens=budget_tokens, limits=limits, max_tokens=max_tokens,
+                      stamps=stamps)
     return run_request(backend, request, temperature=temperature, seed=seed, retries=retries)
 
 
@@ -654,7 +664,8 @@ def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
 def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
               use_grammar: bool = True, max_tokens: int | None = None,
               retries: int = 1, own_quotes: bool = False, form: str = "turns",
-              propose: bool = False, history: str = "answers") -> CodecResult:
+              propose: bool = False, history: str = "answers",
+              stamps: str = "full") -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -672,9 +683,11 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     claim gate's to decide (`memworker.inference.gate`: the claims the model scores below its
     threshold are dropped), not the greedy choice at that fork (train/README "Propose, then
     gate"). `history` "none": each turn's prompt is the window and its own question alone
-    (`memworker.turns` "Read once"), not the turns before it."""
+    (`memworker.turns` "Read once"), not the turns before it. `stamps`: how the prompts write
+    the events' timestamps (`prepare`)."""
     if history not in turns_form.HISTORIES:
         raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
+    _stamps(stamps)
     check_inputs("extract", inputs)
     asked = turns_form.asked(inputs["events"], form)
     generations: list[Attempt] = []
@@ -683,8 +696,8 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     diagnostics: list[str] = []
     dropped: list[Finding] = []
     for k, turn in enumerate(asked):
-        messages = (turns_form.messages(inputs, answers, form) if history == "answers"
-                    else turns_form.once_messages(inputs, k, form))
+        messages = restamp(turns_form.messages(inputs, answers, form) if history == "answers"
+                           else turns_form.once_messages(inputs, k, form), inputs, stamps)
         request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
                                 own_quotes, propose)
         try:
@@ -721,7 +734,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
 
 def run_walk(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
              use_grammar: bool = True, max_tokens: int | None = None,
-             retries: int = 1) -> CodecResult:
+             retries: int = 1, stamps: str = "full") -> CodecResult:
     """Extraction in the walk form (`memworker.turns`, design (b)): one generation whose answer
     walks the events with user words in order, the schema fixing each event's index (a `const`)
     and letting its claims quote events up to it. The walk is checked against that schema,
@@ -732,7 +745,7 @@ def run_walk(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, 
     asked = turns_form.turn_events(inputs["events"])
     if not asked:
         return _decode_merged(inputs, [])
-    messages = turns_form.walk_messages(inputs)
+    messages = restamp(turns_form.walk_messages(inputs), inputs, _stamps(stamps))
     context_left, budget = _context_budget(backend, messages, "extract")
     steps, limit = [], 0
     for event in asked:

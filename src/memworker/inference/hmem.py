@@ -61,6 +61,7 @@ from memworker.inference import codec
 from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAICompatBackend
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
+from memworker.prompts import EVENT_STAMPS
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 ROLES = ("user", "assistant", "tool")
@@ -75,13 +76,15 @@ class WorkerError(InputError):
 
 
 def worker_config(extract_form: str = "window", claim_gate: str | None = None,
-                  propose: bool = False, turn_history: str = "answers") -> dict[str, Any]:
+                  propose: bool = False, turn_history: str = "answers",
+                  event_stamps: str = "full") -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
     needs a turns form and a claim gate, and is recorded only when set (a record without it: not
     proposing). `turn_history` "none" (turns forms: the window read once, `memworker.turns`
-    "Read once") likewise, recorded only when set."""
+    "Read once") likewise, recorded only when set; and `event_stamps` "minute" (extract prompts
+    write the events' timestamps to the minute, `memworker.prompts.restamp`)."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -100,9 +103,12 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if turn_history != "answers" and extract_form not in TURN_FORMS:
         raise WorkerError("turn history " + repr(turn_history) + " needs extract form "
                           + " or ".join(TURN_FORMS))
+    if event_stamps not in EVENT_STAMPS:
+        raise WorkerError(f"event stamps {event_stamps!r}: one of {', '.join(EVENT_STAMPS)}")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
-            **({"turn_history": turn_history} if turn_history != "answers" else {})}
+            **({"turn_history": turn_history} if turn_history != "answers" else {}),
+            **({"event_stamps": event_stamps} if event_stamps != "full" else {})}
 
 
 def _timestamp(value: str | datetime, what: str) -> str:
@@ -137,9 +143,9 @@ class MemWorkerBackend:
                  use_grammar: bool = True, budget_tokens: int | None = -1,
                  max_tokens: int | None = None, extract_form: str = "window",
                  claim_gate: ClaimGate | str | None = None, propose: bool = False,
-                 turn_history: str = "answers"):
+                 turn_history: str = "answers", event_stamps: str = "full"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
-                      else claim_gate, propose, turn_history)
+                      else claim_gate, propose, turn_history, event_stamps)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -155,6 +161,8 @@ class MemWorkerBackend:
         #: turns forms: "none", each turn's prompt the window and its own question alone
         #: (`memworker.turns` "Read once"); "answers", every earlier turn and answer too
         self.turn_history = turn_history
+        #: how extract prompts write the events' timestamps (`memworker.prompts.EVENT_STAMPS`)
+        self.event_stamps = event_stamps
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -186,14 +194,16 @@ class MemWorkerBackend:
             gguf = folder / receipt["student"]["gguf"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
-        clash = sorted({"extract_form", "claim_gate", "propose", "turn_history"} & set(kwargs))
+        clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
+                        "event_stamps"} & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
         worker = receipt.get("worker") or {}
         return cls.from_gguf(gguf, extract_form=worker.get("extract_form", "window"),
                              claim_gate=worker.get("claim_gate"),
                              propose=bool(worker.get("propose", False)),
-                             turn_history=worker.get("turn_history", "answers"), **kwargs)
+                             turn_history=worker.get("turn_history", "answers"),
+                             event_stamps=worker.get("event_stamps", "full"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -218,11 +228,15 @@ class MemWorkerBackend:
                                        use_grammar=self.use_grammar, max_tokens=self.max_tokens,
                                        **({"propose": True} if self.propose else {}),
                                        **({"history": self.turn_history}
-                                          if self.turn_history != "answers" else {}))
+                                          if self.turn_history != "answers" else {}),
+                                       **({"stamps": self.event_stamps}
+                                          if self.event_stamps != "full" else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,
-                               budget_tokens=self.budget_tokens, max_tokens=self.max_tokens)
+                               budget_tokens=self.budget_tokens, max_tokens=self.max_tokens,
+                               **({"stamps": self.event_stamps}
+                                  if task == "extract" and self.event_stamps != "full" else {}))
         if task == "extract" and self.claim_gate is not None:
             result = self.claim_gate.apply(result, inputs, self.extract_form)
         self.last = result

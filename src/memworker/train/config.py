@@ -19,6 +19,7 @@ import yaml
 
 from memworker.contracts import TASKS
 from memworker.hashing import sha256_json
+from memworker.prompts import EVENT_STAMPS
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 STAGE_ORDER = ("coding", "general-a", "general")
@@ -105,6 +106,11 @@ class StageConfig:
                            "the turns of one window batched together so that the window's "
                            "tokens run once; memworker.turns \"Read once\"); evaluate with "
                            "eval/run.py --turn-history")
+    event_stamps: str = _f("full", "how extract prompts write the events' timestamps: full (as "
+                           "the event has them) or minute (to the minute, no seconds, no UTC "
+                           "offset: ~12 prompt tokens an event less; memworker.prompts.restamp, "
+                           "the codec writes them so too); evaluate with eval/run.py "
+                           "--event-stamps")
     merged_days: float = _f(0.0, "share of the train split's extract windows (0-1, chosen by "
                             "their id's sha256) that are also trained with each day's user "
                             "messages merged into one (memworker.packing.merge_row: the same "
@@ -199,6 +205,11 @@ class StageConfig:
             problems.append("turn_history none needs the turns or sentences form")
         elif self.turn_history != "answers" and self.merged_days:
             problems.append("turn_history none and merged_days together are not built")
+        if self.event_stamps not in EVENT_STAMPS:
+            problems.append(f"event_stamps must be one of {', '.join(EVENT_STAMPS)}, not "
+                            f"{self.event_stamps!r}")
+        elif self.event_stamps != "full" and self.merged_days:
+            problems.append("event_stamps minute and merged_days together are not built")
         if not 0.0 <= self.merged_days <= 1.0:
             problems.append(f"merged_days must be between 0 and 1, not {self.merged_days}")
         elif self.merged_days and self.extract_form == "walk":
@@ -212,12 +223,21 @@ class StageConfig:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The config as receipts record it; a field added after runs were recorded is left out
+        at its default (`LATER_DEFAULTS`), so an earlier run's config and its sha256 (a
+        sitting's resume identity) stay what they were."""
+        doc = dataclasses.asdict(self)
+        for key, default in LATER_DEFAULTS.items():
+            if doc.get(key) == default:
+                doc.pop(key)
+        return doc
 
     def sha256(self) -> str:
         return sha256_json(self.to_dict())
 
 
+#: fields added after runs were recorded, at the default that reproduces those runs
+LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full"}
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 

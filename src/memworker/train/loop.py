@@ -30,6 +30,7 @@ from trl import SFTConfig, SFTTrainer
 from memworker import packing, prompts, receipts, turns
 from memworker.corpus import load_rows
 from memworker.hashing import write_json
+from memworker.prompts import PromptError, restamp
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
 from memworker.train import lineage, report
@@ -252,13 +253,20 @@ def _load_split(folder: Path, split: str, seed: int, limit: int = 0) -> list[dic
     return rows[:limit] if limit else rows
 
 
+def _forming(cfg: StageConfig) -> bool:
+    """Whether rows are joined with their canonical inputs (`_form_rows`): another extraction
+    form than the window's, or the events' timestamps written otherwise."""
+    return cfg.extract_form != "window" or cfg.event_stamps != "full"
+
+
 def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
-               excluded: list[str] | None = None) -> list[dict]:
+               excluded: list[str] | None = None, stamps: str = "full") -> list[dict]:
     """Extract rows in an extraction form (`memworker.turns`), joined with their canonical
     inputs; a window without user words (nothing to ask, empty gold) is left out. With
     `excluded`, a window whose gold claim has no turn to be asked in (it quotes, last, an event
     after every user event: the hand-written sets have a few) is left out and its id appended;
-    without it, that is an error (the generated corpora have none)."""
+    without it, that is an error (the generated corpora have none). `stamps`: how the extract
+    prompts write the events' timestamps (`memworker.prompts.restamp`, as the codec writes them)."""
     inputs = {r["id"]: r["input"] for r in load_rows(folder, split, form="canonical")}
     out = []
     for row in rows:
@@ -273,6 +281,12 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
             continue
         except turns.TurnsError as exc:
             raise RunError(f"{folder}: {split}: {exc}") from None
+        if turned is not None and stamps != "full" and turned["task"] == "extract":
+            try:
+                turned = {**turned, "messages": restamp(turned["messages"],
+                                                        inputs[row["id"]], stamps)}
+            except PromptError as exc:
+                raise RunError(f"{folder}: {split} row {row['id']}: {exc}") from None
         if turned is not None:
             out.append(turned)
     return out
@@ -304,9 +318,9 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
     pool = [r for r in _load_split(folder, "train", cfg.seed) if r["task"] not in left_out]
     extra = [r for r in _load_split(folder, "val", cfg.seed) if r["task"] not in left_out]
     extra = extra[: cfg.val_rows] if cfg.val_rows else extra
-    if cfg.extract_form != "window":
-        pool = _form_rows(folder, "train", pool, cfg.extract_form, excluded)
-        extra = _form_rows(folder, "val", extra, cfg.extract_form, excluded)
+    if _forming(cfg):
+        pool = _form_rows(folder, "train", pool, cfg.extract_form, excluded, cfg.event_stamps)
+        extra = _form_rows(folder, "val", extra, cfg.extract_form, excluded, cfg.event_stamps)
     if not pool:
         raise RunError(f"stage {cfg.name}: mix corpus {folder} has no train rows")
     share = Fraction(repr(cfg.mix_share))
@@ -338,9 +352,9 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
     val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
     val = val[: cfg.val_rows] if cfg.val_rows else val
-    if cfg.extract_form != "window":
-        train = _form_rows(corpus, "train", train, cfg.extract_form)
-        val = _form_rows(corpus, "val", val, cfg.extract_form)
+    if _forming(cfg):
+        train = _form_rows(corpus, "train", train, cfg.extract_form, stamps=cfg.event_stamps)
+        val = _form_rows(corpus, "val", val, cfg.extract_form, stamps=cfg.event_stamps)
     merged = _merged_rows(corpus, cfg) if cfg.merged_days else []
     if merged:
         train = tdata.seeded_order(train + merged, cfg.seed, "merged")
@@ -354,8 +368,9 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         replay_manifest = tdata.verify_corpus(replay_dir, "coding")
         pool = [r for r in tdata.seeded_order(tdata.load_wire_rows(replay_dir, "train"),
                                                cfg.seed, "replay") if r["task"] not in left_out]
-        if cfg.extract_form != "window":
-            pool = _form_rows(replay_dir, "train", pool, cfg.extract_form)
+        if _forming(cfg):
+            pool = _form_rows(replay_dir, "train", pool, cfg.extract_form,
+                              stamps=cfg.event_stamps)
         n = min(len(pool), tdata.replay_count(len(train), cfg.replay_fraction))
         provenance["replay"] = {
             "corpus": str(replay_dir), "rows": n, "fraction": round(n / (n + len(train)), 4),
@@ -367,6 +382,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         train, val = _mix_rows(cfg, train, val, left_out, provenance)
     if cfg.extract_form != "window":
         provenance["extract_form"] = cfg.extract_form
+    if cfg.event_stamps != "full":
+        provenance["event_stamps"] = cfg.event_stamps
     if cfg.merged_days:
         provenance["merged_days"] = {"share": cfg.merged_days, "rows": len(merged)}
     if left_out:

@@ -36,7 +36,8 @@ from memworker.eval.runner import (
 from memworker.hashing import write_json
 
 #: sampler fields two folders must share for their arms to be compared
-SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes", "turn_history")
+SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes", "turn_history",
+                  "event_stamps")
 
 
 def parse_arm(spec: str) -> tuple[str, Path, str]:
