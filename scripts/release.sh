@@ -34,9 +34,11 @@
 # form it was trained in: window, the default, or turns) and CLAIM_GATE (its claim confidence
 # gate, e.g. 'first(predicate)+first(value)>=-0.249', chosen on val; default none), and PROPOSE=1
 # (with a turns form and a gate: every turn proposes a claim for the gate to keep or drop; its
-# threshold chosen on val with proposing). They go to the training (the form), the export (the
-# receipt and the Modelfile), every evaluation of the student and live acceptance; the base and
-# the rules run ungated and do not propose, and the rules answer in the window form.
+# threshold chosen on val with proposing), TURN_HISTORY=none (turns forms: each turn reads the
+# window and its own question alone) and EVENT_STAMPS=minute (extract prompts write the events'
+# timestamps to the minute). They go to the training (the form, the history, the stamps), the
+# export (the receipt and the Modelfile), every evaluation of the student and live acceptance;
+# the base and the rules run ungated and do not propose, and the rules answer in the window form.
 # export/verify.py refuses a release whose evaluations ran the student otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +78,18 @@ if [ -n "${PROPOSE:-}" ]; then
     WORKER_EVAL+=(--propose student)
 fi
 [ "$EXTRACT_FORM" = window ] || WORKER_TRAIN+=(--extract-form "$EXTRACT_FORM")
+TURN_HISTORY=${TURN_HISTORY:-answers}
+if [ "$TURN_HISTORY" != answers ]; then
+    WORKER_EXPORT+=(--turn-history "$TURN_HISTORY")
+    WORKER_EVAL+=(--turn-history "$TURN_HISTORY")
+    WORKER_TRAIN+=(--turn-history "$TURN_HISTORY")
+fi
+EVENT_STAMPS=${EVENT_STAMPS:-full}
+if [ "$EVENT_STAMPS" != full ]; then
+    WORKER_EXPORT+=(--event-stamps "$EVENT_STAMPS")
+    WORKER_EVAL+=(--event-stamps "$EVENT_STAMPS")
+    WORKER_TRAIN+=(--event-stamps "$EVENT_STAMPS")
+fi
 
 ALL=(train heldout natural test live finish)
 WANT=("$@")

@@ -321,6 +321,16 @@ def test_a_turns_form_run_leaves_the_rules_arm_as_it_is_and_gates_only_model_arm
     one, two = (json.loads((d / "summary.json").read_text()) for d in (plain, turns))
     assert two["config"]["sampler"]["extract_form"] == "turns"
     assert "extract_form" not in one["config"]["sampler"]
+    once = tmp_path / "once"   # read once, timestamps to the minute: model arms only, recorded
+    assert main(["--arm", "rules", "--out", str(once), "--only", "allergy-correction",
+                 "--extract-form", "turns", "--turn-history", "none",
+                 "--event-stamps", "minute"]) == 0
+    three = json.loads((once / "summary.json").read_text())
+    assert {k: three["config"]["sampler"][k] for k in ("turn_history", "event_stamps")} == \
+        {"turn_history": "none", "event_stamps": "minute"}
+    assert {k: v for k, v in three["arms"]["rules"]["scenarios"]["allergy-correction"].items()
+            if k != "seconds"} == {k: v for k, v in two["arms"]["rules"]["scenarios"][
+                "allergy-correction"].items() if k != "seconds"}
     strip = [{k: v for k, v in s["arms"]["rules"]["scenarios"]["allergy-correction"].items()
               if k != "seconds"} for s in (one, two)]
     assert strip[0] == strip[1]
@@ -338,7 +348,8 @@ def test_a_turns_form_run_leaves_the_rules_arm_as_it_is_and_gates_only_model_arm
     assert arm_identity(proposing, Sampler())["model"]["propose"] is True
     for extra, why in ((["--propose"], "applies to --extract-form turns"),
                        (["--propose", "--extract-form", "turns", "--arm", "s=ollama:x"],
-                        "no --claim-gate to keep or drop")):
+                        "no --claim-gate to keep or drop"),
+                       (["--turn-history", "none"], "--turn-history applies to --extract-form")):
         assert main(["--arm", "rules", "--out", str(tmp_path / "bad"), *extra]) == 2
         assert why in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()

@@ -14,8 +14,9 @@ from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
 from memworker.inference.hmem import MemWorkerBackend
+from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import environment
-from memworker.turns import FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the arm ARM (without ARM=: every model arm) keeps only the extract "
                         "claims it scores at or above T (memworker.inference.gate, as "
                         "eval/run.py --claim-gate); repeatable")
+    p.add_argument("--turn-history", choices=HISTORIES, default="answers",
+                   help="with --extract-form turns or sentences: none, each turn of a model arm "
+                        "asked with the window and its own question alone (as eval/run.py "
+                        "--turn-history)")
+    p.add_argument("--event-stamps", choices=EVENT_STAMPS, default="full",
+                   help="how model arms' extract prompts write the events' timestamps (as "
+                        "eval/run.py --event-stamps)")
     eval_runner.add_propose_option(p)
     return p
 
@@ -68,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.turn_history != "answers" and args.extract_form not in TURN_FORMS:
+        raise EvalError("--turn-history applies to --extract-form turns or sentences only")
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
@@ -89,7 +99,8 @@ def _main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
-                      extract_form=args.extract_form)
+                      extract_form=args.extract_form, turn_history=args.turn_history,
+                      event_stamps=args.event_stamps)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
@@ -140,7 +151,9 @@ def _main(args: argparse.Namespace) -> int:
         worker = MemWorkerBackend(backend, temperature=sampler.temperature, seed=sampler.seed,
                                   use_grammar=sampler.grammar, max_tokens=sampler.max_tokens_cap,
                                   extract_form=sampler.extract_form if model else "window",
-                                  claim_gate=arm.claim_gate, propose=arm.propose)
+                                  claim_gate=arm.claim_gate, propose=arm.propose,
+                                  turn_history=sampler.turn_history if model else "answers",
+                                  event_stamps=sampler.event_stamps if model else "full")
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,
