@@ -34,12 +34,22 @@ def test_a_quote_becomes_the_sentence_it_lies_in():
     assert got["source_indices"] == [2] and claim["quotes"] == ["cafe con leche"]
 
 
+OTHER = [[["My sister Carmen only drinks cafe con leche.", 2]], "Carmen", "person", "likes",
+         "cafe con leche", "preference", None, []]
+
+
 def test_claims_a_turn_wrote_again_are_counted_and_known_as_repeats():
     raw = json.dumps({"claims": [V3, V3, ["not", "a", "claim"]]})
     model = {"turns": [{"raw": raw}, {"raw": "{\"claims\":[" }], "wire": {"claims": [V3]}}
-    extra = study.extra_claims(model, TEXTS)
+    extra, lost = study.extra_claims(model, TEXTS)
     assert len(extra) == 1 and extra[0]["repeat"]                 # the malformed one not counted
-    assert extra[0]["v5b_value_end"] < extra[0]["v5b"]
+    assert extra[0]["v5b_value_end"] < extra[0]["v5b"] and not lost
+    # a turn that loops: stopped at its first repeat, the accepted claim after it is never written
+    looping = {"turns": [{"raw": json.dumps({"claims": [V3, V3, OTHER, V3]})}],
+               "wire": {"claims": [V3, OTHER]}}
+    extra, lost = study.extra_claims(looping, TEXTS)
+    assert lost == {1} and [e["stop_written"] for e in extra] == [True, False]
+    assert [e["repeat"] for e in extra] == [True, True]
 
 
 def test_the_replay_keeps_what_each_gate_keeps_and_rolls_back_the_rest(tiny_corpus, tmp_path,

@@ -60,6 +60,7 @@ from memworker.inference.gate import DEFAULT_SCORE, SCORES
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
 
 #: the log-probability thresholds replayed when none is given (the chosen gate's -0.055 among them)
+WIRES = ("v3", "v5a", "v5b")
 LOGPROBS = (-0.01, -0.055, -0.1, -0.2, -0.5)
 #: (A, B) either-gates replayed when none is given (the chosen one first)
 EITHERS = ((-0.055, 0.93), (-0.055, 0.8), (-0.2, 0.93))
@@ -114,34 +115,51 @@ def sentence_quoted(claim: dict[str, Any], texts: dict[int, str]) -> dict[str, A
     return {**claim, "source_indices": [e for e, _ in pairs], "quotes": [s for _, s in pairs]}
 
 
-def extra_claims(model: dict[str, Any], texts: dict[int, str]) -> list[dict[str, int]]:
-    """The whole tokens, per wire, of each claim a sample's turns wrote that the codec did not
-    accept (a repeat of an earlier turn's claim, or one it refused): written in full in every
-    design, since the codec knows a repeat or a refusal only at the claim's end."""
-    written: list[Any] = []
+def extra_claims(model: dict[str, Any], texts: dict[int, str]
+                 ) -> tuple[list[dict[str, Any]], set[int]]:
+    """(the claims a sample's turns wrote that the codec did not accept, the accepted claims a
+    turn stopped at its first repeat would never write).
+
+    An extra claim is a repeat of an earlier claim of the window (the same predicate and value) or
+    one the codec refused: its whole tokens per wire, whether it is a repeat, its tokens up to the
+    end of its value per wire, and whether a turn stopped at its first repeat still writes it (the
+    claims before the stop, and the repeat itself, which the codec knows at its end). The first
+    repeat of a turn is a claim with the subject, predicate, value and kind of an earlier claim
+    of the same turn: a greedy student that writes one has entered a loop. The accepted claims are
+    the sample's wire claims, matched to the written ones in order."""
+    accepted = [json.dumps(c) for c in model["wire"]["claims"]]
+    at = 0
+    out: list[dict[str, Any]] = []
+    lost: set[int] = set()
+    said: set[tuple[str, str]] = set()
     for turn in model.get("turns") or model.get("attempts") or []:
         try:
-            written += json.loads(turn.get("raw") or "")["claims"]
+            written = json.loads(turn.get("raw") or "")["claims"]
         except (ValueError, KeyError, TypeError):
             continue  # a refused turn: its tokens are in the measured figure only
-    accepted = [json.dumps(c) for c in model["wire"]["claims"]]
-    out, said = [], set()
-    for claim in written:
-        key = json.dumps(claim)
-        try:
-            costs = {w: claim_costs(claim_fields(claim, w, texts)) for w in ("v3", "v5a", "v5b")}
-            pair = (claim[3], json.dumps(claim[4]))
-        except (ValueError, KeyError, TypeError, IndexError):
-            continue  # not a well-formed claim (the codec refused it): not counted
-        if key in accepted:
-            accepted.remove(key)
+        seen: set[str] = set()
+        stopped = False
+        for claim in written:
+            key = json.dumps(claim)
+            try:
+                costs = {w: claim_costs(claim_fields(claim, w, texts)) for w in WIRES}
+                pair = (claim[3], json.dumps(claim[4]))
+                same = json.dumps([claim[1], claim[3], claim[4], claim[5]])
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue  # not a well-formed claim (the codec refused it): not counted
+            first_repeat = not stopped and same in seen
+            if at < len(accepted) and key == accepted[at]:
+                if stopped:
+                    lost.add(at)
+                at += 1
+            else:
+                out.append({**{w: c["whole"] for w, c in costs.items()},
+                            "repeat": pair in said, "stop_written": not stopped,
+                            **{f"{w}_value_end": c["value_end"] for w, c in costs.items()}})
             said.add(pair)
-            continue
-        out.append({**{w: c["whole"] for w, c in costs.items()},
-                    "repeat": pair in said,
-                    **{f"{w}_value_end": c["value_end"] for w, c in costs.items()}})
-        said.add(pair)
-    return out
+            seen.add(same)
+            stopped = stopped or first_repeat
+    return out, lost
 
 
 def _chosen(logprobs: tuple[float, ...]) -> float:
@@ -181,25 +199,31 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
                 "v5a": claim_costs(claim_fields(wire_claim, "v5a", texts)),
                 "v5b": claim_costs(claim_fields(wire_claim, "v5b", texts)),
             })
-        extra = extra_claims(model, texts)
+        extra, lost = extra_claims(model, texts)
         calls = len(model.get("turns") or model.get("attempts") or [1])
         measured = sum(t.get("completion_tokens") or 0
                        for t in (model.get("turns") or model.get("attempts") or []))
+        for n, claim in enumerate(claims):
+            claim["lost"] = n in lost
         windows.append((row, model, calls, measured, claims, extra))
     if not windows:
         raise EvalError("no model sample with scored claims to replay")
 
-    def replay(wire: str, point: str | None, keep, repeats: bool = False) -> dict[str, Any]:
+    def replay(wire: str, point: str | None, keep, repeats: bool = False,
+               stop: bool = False) -> dict[str, Any]:
+        """`repeats`: a repeat is rolled back at the end of its value; `stop`: each turn ends
+        at its first repeat (the claims after it never written, so never kept)."""
         total, tokens, kept_n = [0, 0, 0, 0], [], 0
         for row, model, calls, _, claims, extra in windows:
-            mask = [bool(keep(c)) for c in claims]
+            mask = [bool(keep(c)) and not (stop and c["lost"]) for c in claims]
             kept_n += sum(mask)
             total = [a + b for a, b in zip(
                 total, _counts(grade_sample(row, _only(model, mask))), strict=True)]
             tokens.append(calls * empty + sum(
-                e[f"{wire}_value_end"] if repeats and e["repeat"] else e[wire] for e in extra) + sum(
+                e[f"{wire}_value_end"] if repeats and e["repeat"] else e[wire]
+                for e in extra if e["stop_written"] or not stop) + sum(
                 c[wire]["whole"] if k or point is None else c[wire][point]
-                for c, k in zip(claims, mask, strict=True)))
+                for c, k in zip(claims, mask, strict=True) if not (stop and c["lost"])))
         return {"kept": kept_n, "totals": _totals(total),
                 "answer_tokens": {"median": statistics.median(tokens),
                                   "p90": _quantile(tokens, 0.9)}}
@@ -208,6 +232,11 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
     for a, b in eithers:
         designs.append({"design": "v3, gate at the end", "gate": f"lp>={a:g} or p>={b:g}",
                         **replay("v3", None, lambda c, a=a, b=b: c["logprob"] >= a or c["p"] >= b)})
+    a, b = eithers[0]
+    designs.append({"design": "v3, gate at the end, a turn stopped at its first repeat",
+                    "gate": f"lp>={a:g} or p>={b:g}",
+                    **replay("v3", None, lambda c: c["logprob"] >= a or c["p"] >= b,
+                             stop=True)})
     for a in logprobs:
         designs.append({"design": "v3, gate at the end", "gate": f"lp>={a:g}",
                         **replay("v3", None, lambda c, a=a: c["logprob"] >= a)})
@@ -225,6 +254,10 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
                         **replay("v5b", "quotes",
                                  lambda c, a=a, b=b: c["logprob"] >= a or c["p_sentence"] >= b)})
     a, b = eithers[0]
+    designs.append({"design": "v5b, either at the quote, a turn stopped at its first repeat",
+                    "gate": f"lp>={a:g} or p>={b:g}",
+                    **replay("v5b", "quotes", lambda c: c["logprob"] >= a or c["p_sentence"] >= b,
+                             repeats=True, stop=True)})
     designs.append({"design": "v5b, either at the quote, repeats rolled back",
                     "gate": f"lp>={a:g} or p>={b:g}",
                     **replay("v5b", "quotes", lambda c: c["logprob"] >= a or c["p_sentence"] >= b,
@@ -233,8 +266,10 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
     measured = [w[3] for w in windows]
     claims = [c for w in windows for c in w[4]]
     extras = [e for w in windows for e in w[5]]
+    lost = sum(c["lost"] for c in claims)
     return {
         "windows": len(windows), "claims": len(claims), "extra_claims": len(extras),
+        "lost_to_a_stop": lost,
         "extra_tokens_median": {wire: statistics.median(e[wire] for e in extras)
                                 if extras else 0 for wire in ("v3", "v5a", "v5b")},
         "calls_median": statistics.median(w[2] for w in windows),
