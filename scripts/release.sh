@@ -35,8 +35,9 @@
 # gate, e.g. 'first(predicate)+first(value)>=-0.249', chosen on val; default none), and PROPOSE=1
 # (with a turns form and a gate: every turn proposes a claim for the gate to keep or drop; its
 # threshold chosen on val with proposing), TURN_HISTORY=none (turns forms: each turn reads the
-# window and its own question alone) and EVENT_STAMPS=minute (extract prompts write the events'
-# timestamps to the minute). They go to the training (the form, the history, the stamps), the
+# window and its own question alone), TURN_QUOTES=own (turns forms: each turn quotes its own
+# event only) and EVENT_STAMPS=minute (extract prompts write the events' timestamps to the
+# minute). They go to the training (the form, the history, the stamps), the
 # export (the receipt and the Modelfile), every evaluation of the student and live acceptance;
 # the base and the rules run ungated and do not propose, and the rules answer in the window form.
 # export/verify.py refuses a release whose evaluations ran the student otherwise.
@@ -83,6 +84,11 @@ if [ "$TURN_HISTORY" != answers ]; then
     WORKER_EXPORT+=(--turn-history "$TURN_HISTORY")
     WORKER_EVAL+=(--turn-history "$TURN_HISTORY")
     WORKER_TRAIN+=(--turn-history "$TURN_HISTORY")
+fi
+TURN_QUOTES=${TURN_QUOTES:-upto}
+if [ "$TURN_QUOTES" != upto ]; then
+    WORKER_EXPORT+=(--turn-quotes "$TURN_QUOTES")
+    WORKER_EVAL+=(--turn-quotes "$TURN_QUOTES")
 fi
 EVENT_STAMPS=${EVENT_STAMPS:-full}
 if [ "$EVENT_STAMPS" != full ]; then

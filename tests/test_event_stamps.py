@@ -143,3 +143,37 @@ def test_training_rows_carry_the_prompts_the_codec_sends(assets):
         with pytest.raises(tconfig.ConfigError, match=message):
             tconfig.load_stage("coding", overrides=over).validate()
     json.dumps(cfg.to_dict())
+
+
+def test_the_worker_quotes_each_turns_own_event_when_its_release_says_so(tiny_corpus, tmp_path):
+    """`turn_quotes="own"` (a turns form only): the store's worker asks every turn with a schema
+    offering its own event's spans alone, as `eval/run.py --turn-quotes own` does; a release's
+    worker records it only when set, and live acceptance takes it for model arms."""
+    from memworker.eval.live.cli import main as live_main
+    from memworker.export import modelfile
+    from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
+
+    assert worker_config("turns", None, False, "none", "full", "own") == {
+        "extract_form": "turns", "claim_gate": None, "turn_history": "none",
+        "turn_quotes": "own"}
+    assert "turn_quotes" not in worker_config("turns")
+    for form, quotes, message in (("window", "own", "needs extract form"),
+                                  ("turns", "all", "turn quotes 'all'")):
+        with pytest.raises(WorkerError, match=message):
+            worker_config(form, None, False, "answers", "full", quotes)
+    assert modelfile.worker_words({"extract_form": "turns", "turn_quotes": "own"}).endswith(
+        "and each turn quoting its own event")
+    backend = ReplayBackend([extract_text(LISBON), '{"claims":[]}'])
+    MemWorkerBackend(backend, extract_form="turns", turn_quotes="own")._run("extract", EP)
+    events = [[b["prefixItems"][1]["const"] for b in
+               call["schema"]["properties"]["claims"]["items"]["prefixItems"][0]["items"]["anyOf"]]
+              for call in backend.calls]
+    assert events == [[0], [2]]
+    out = tmp_path / "live"
+    assert live_main(["--arm", "rules", "--out", str(out), "--only", "allergy-correction",
+                      "--extract-form", "turns", "--turn-quotes", "own"]) == 0
+    assert json.loads((out / "summary.json").read_text())["config"]["sampler"][
+        "turn_quotes"] == "own"
+    assert live_main(["--arm", "rules", "--out", str(tmp_path / "bad"), "--turn-quotes",
+                      "own"]) == 2
+    assert not (tmp_path / "bad").exists()

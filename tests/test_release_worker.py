@@ -143,7 +143,7 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder, n_ctx=2048)
     assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
-                    "turn_history": "answers", "event_stamps": "full"}
+                    "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto"}
     receipt.pop("worker")
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)

@@ -90,6 +90,9 @@ TURN_FORMS = ("turns", "sentences")
 #: what a turn's prompt holds before its own question: every earlier turn with its answer
 #: ("answers") or nothing, the window read once ("none")
 HISTORIES = ("answers", "none")
+#: which events a turn's claims may quote (`codec.run_turns(own_quotes=)`): "upto", its own and
+#: the earlier ones; "own", its own only
+TURN_QUOTES = ("upto", "own")
 
 
 def _asking(prompt: list[dict[str, str]], line: str) -> list[dict[str, str]]:

@@ -336,6 +336,8 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
         turns_form.TURN_FORMS else ""
     if worker.event_stamps != "full":
         history += f", event timestamps {worker.event_stamps}"
+    if worker.turn_quotes != "upto":
+        history += ", each turn quoting its own event"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -354,7 +356,8 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
                                         kv_cache=args.kv_cache, extract_form=args.extract_form,
                                         claim_gate=args.claim_gate, propose=args.propose,
                                         turn_history=args.turn_history,
-                                        event_stamps=args.event_stamps)
+                                        event_stamps=args.event_stamps,
+                                        turn_quotes=args.turn_quotes)
     workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
     print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
     if args.baseline:
@@ -588,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turn-history", default="answers", choices=turns_form.HISTORIES,
                    help="--worker, turns forms: what a turn's prompt holds before its question "
                         "(answers: every earlier turn and answer; none: the window read once)")
+    p.add_argument("--turn-quotes", default="upto", choices=turns_form.TURN_QUOTES,
+                   help="--worker, turns forms: own, each turn's claims quote its own event only")
     p.add_argument("--event-stamps", default="full", choices=EVENT_STAMPS,
                    help="--worker: how extract prompts write the events' timestamps (full; "
                         "minute: a student trained with train/run.py --event-stamps minute)")

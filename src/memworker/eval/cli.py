@@ -17,7 +17,7 @@ from memworker.eval.summary import RecordRelease
 from memworker.hashing import sha256_file, write_json
 from memworker.prompts import EVENT_STAMPS, template_hashes
 from memworker.receipts import environment
-from memworker.turns import FORMS, HISTORIES, TURN_FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "user words; --max-tokens caps each turn) or walk (one answer walking "
                         "those events); for a student trained with that --extract-form; the "
                         "rules arm answers as always")
-    p.add_argument("--turn-quotes", choices=("upto", "own"), default="upto",
+    p.add_argument("--turn-quotes", choices=TURN_QUOTES, default="upto",
                    help="with --extract-form turns: the events a turn's quotes may cite, its own "
                         "and the earlier ones (upto, the default) or its own only (own)")
     p.add_argument("--turn-history", choices=HISTORIES, default="answers",

@@ -17,7 +17,7 @@ from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
 from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import RELEASE_RECEIPT
-from memworker.turns import HISTORIES
+from memworker.turns import HISTORIES, TURN_QUOTES
 
 EXPECTED = (ExportError, registry.BaseUnavailable, converter.ConverterUnavailable,
             converter.ConversionFailed)
@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "to the minute (a student trained with train/run.py --event-stamps "
                              "minute); recorded as the release's worker; evaluate the student so "
                              "(eval/run.py --event-stamps minute)")
+    parser.add_argument("--turn-quotes", default="upto", choices=TURN_QUOTES,
+                        help="with a turns form: own, each turn's claims quote its own event "
+                             "only; recorded as the release's worker; evaluate the student so "
+                             "(eval/run.py --turn-quotes own)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> list[str]:
         receipt = export_release(args.run, out, base=args.base, publish_dir=publish,
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
                                  propose=args.propose, turn_history=args.turn_history,
-                                 event_stamps=args.event_stamps,
+                                 event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
                                  **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

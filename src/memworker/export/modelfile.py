@@ -48,6 +48,7 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and turn_history=" if worker.get("turn_history", "answers") != "answers"
                else "")
             + (" and event_stamps=" if worker.get("event_stamps", "full") != "full" else "")
+            + (" and turn_quotes=" if worker.get("turn_quotes", "upto") != "upto" else "")
             + "; Ollama alone applies neither)")
 
 
@@ -60,7 +61,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} turns read once" if worker.get("turn_history", "answers") != "answers"
                else "")
             + (f"{sep} event timestamps {worker['event_stamps']}"
-               if worker.get("event_stamps", "full") != "full" else ""))
+               if worker.get("event_stamps", "full") != "full" else "")
+            + (f"{sep} each turn quoting its own event"
+               if worker.get("turn_quotes", "upto") != "upto" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

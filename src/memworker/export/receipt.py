@@ -114,7 +114,8 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
         if worker_config(worker["extract_form"], worker["claim_gate"],
                          worker.get("propose") is True,
                          worker.get("turn_history", "answers"),
-                         worker.get("event_stamps", "full")) != worker:
+                         worker.get("event_stamps", "full"),
+                         worker.get("turn_quotes", "upto")) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
     except WorkerError as exc:
         return [f"{where}: worker: {exc}"]
@@ -134,7 +135,9 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
                **({"turn_history": sampler["turn_history"]}
                   if sampler.get("turn_history", "answers") != "answers" else {}),
                **({"event_stamps": sampler["event_stamps"]}
-                  if sampler.get("event_stamps", "full") != "full" else {})}
+                  if sampler.get("event_stamps", "full") != "full" else {}),
+               **({"turn_quotes": sampler["turn_quotes"]}
+                  if sampler.get("turn_quotes", "upto") != "upto" else {})}
         if ran != worker:
             problems.append(f"{where}: evaluation {name} ran the student with "
                             f"{mfile.worker_words(ran)}, but the release ships "

@@ -62,7 +62,7 @@ from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAIC
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
 from memworker.prompts import EVENT_STAMPS
-from memworker.turns import FORMS, HISTORIES, TURN_FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
 
 ROLES = ("user", "assistant", "tool")
 _KIND_IMPORTANCE = {"relationship": 7, "retraction": 7, "preference": 6, "fact": 6, "plan": 6,
@@ -77,14 +77,16 @@ class WorkerError(InputError):
 
 def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   propose: bool = False, turn_history: str = "answers",
-                  event_stamps: str = "full") -> dict[str, Any]:
+                  event_stamps: str = "full", turn_quotes: str = "upto") -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
     needs a turns form and a claim gate, and is recorded only when set (a record without it: not
     proposing). `turn_history` "none" (turns forms: the window read once, `memworker.turns`
     "Read once") likewise, recorded only when set; and `event_stamps` "minute" (extract prompts
-    write the events' timestamps to the minute, `memworker.prompts.restamp`)."""
+    write the events' timestamps to the minute, `memworker.prompts.restamp`) and `turn_quotes`
+    "own" (turns forms: each turn's claims quote its own event only, `codec.run_turns(own_quotes=
+    True)`) likewise."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -103,12 +105,18 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if turn_history != "answers" and extract_form not in TURN_FORMS:
         raise WorkerError("turn history " + repr(turn_history) + " needs extract form "
                           + " or ".join(TURN_FORMS))
+    if turn_quotes not in TURN_QUOTES:
+        raise WorkerError(f"turn quotes {turn_quotes!r}: one of {', '.join(TURN_QUOTES)}")
+    if turn_quotes != "upto" and extract_form not in TURN_FORMS:
+        raise WorkerError("turn quotes " + repr(turn_quotes) + " needs extract form "
+                          + " or ".join(TURN_FORMS))
     if event_stamps not in EVENT_STAMPS:
         raise WorkerError(f"event stamps {event_stamps!r}: one of {', '.join(EVENT_STAMPS)}")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
-            **({"event_stamps": event_stamps} if event_stamps != "full" else {})}
+            **({"event_stamps": event_stamps} if event_stamps != "full" else {}),
+            **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {})}
 
 
 def _timestamp(value: str | datetime, what: str) -> str:
@@ -143,9 +151,10 @@ class MemWorkerBackend:
                  use_grammar: bool = True, budget_tokens: int | None = -1,
                  max_tokens: int | None = None, extract_form: str = "window",
                  claim_gate: ClaimGate | str | None = None, propose: bool = False,
-                 turn_history: str = "answers", event_stamps: str = "full"):
+                 turn_history: str = "answers", event_stamps: str = "full",
+                 turn_quotes: str = "upto"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
-                      else claim_gate, propose, turn_history, event_stamps)
+                      else claim_gate, propose, turn_history, event_stamps, turn_quotes)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -163,6 +172,9 @@ class MemWorkerBackend:
         self.turn_history = turn_history
         #: how extract prompts write the events' timestamps (`memworker.prompts.EVENT_STAMPS`)
         self.event_stamps = event_stamps
+        #: turns forms: "own", each turn's claims quote its own event only; "upto", it and the
+        #: events before it
+        self.turn_quotes = turn_quotes
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -195,7 +207,7 @@ class MemWorkerBackend:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
-                        "event_stamps"} & set(kwargs))
+                        "event_stamps", "turn_quotes"} & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
         worker = receipt.get("worker") or {}
@@ -203,7 +215,8 @@ class MemWorkerBackend:
                              claim_gate=worker.get("claim_gate"),
                              propose=bool(worker.get("propose", False)),
                              turn_history=worker.get("turn_history", "answers"),
-                             event_stamps=worker.get("event_stamps", "full"), **kwargs)
+                             event_stamps=worker.get("event_stamps", "full"),
+                             turn_quotes=worker.get("turn_quotes", "upto"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -230,7 +243,9 @@ class MemWorkerBackend:
                                        **({"history": self.turn_history}
                                           if self.turn_history != "answers" else {}),
                                        **({"stamps": self.event_stamps}
-                                          if self.event_stamps != "full" else {}))
+                                          if self.event_stamps != "full" else {}),
+                                       **({"own_quotes": True}
+                                          if self.turn_quotes == "own" else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

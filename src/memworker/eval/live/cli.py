@@ -16,7 +16,7 @@ from memworker.eval.runner import EvalError, Sampler
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import environment
-from memworker.turns import FORMS, HISTORIES, TURN_FORMS
+from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --extract-form turns or sentences: none, each turn of a model arm "
                         "asked with the window and its own question alone (as eval/run.py "
                         "--turn-history)")
+    p.add_argument("--turn-quotes", choices=TURN_QUOTES, default="upto",
+                   help="with --extract-form turns or sentences: own, each turn of a model arm "
+                        "quotes its own event only (as eval/run.py --turn-quotes)")
     p.add_argument("--event-stamps", choices=EVENT_STAMPS, default="full",
                    help="how model arms' extract prompts write the events' timestamps (as "
                         "eval/run.py --event-stamps)")
@@ -78,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     if args.turn_history != "answers" and args.extract_form not in TURN_FORMS:
         raise EvalError("--turn-history applies to --extract-form turns or sentences only")
+    if args.turn_quotes != "upto" and args.extract_form not in TURN_FORMS:
+        raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
@@ -100,7 +105,7 @@ def _main(args: argparse.Namespace) -> int:
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_history=args.turn_history,
-                      event_stamps=args.event_stamps)
+                      event_stamps=args.event_stamps, turn_quotes=args.turn_quotes)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
@@ -153,7 +158,8 @@ def _main(args: argparse.Namespace) -> int:
                                   extract_form=sampler.extract_form if model else "window",
                                   claim_gate=arm.claim_gate, propose=arm.propose,
                                   turn_history=sampler.turn_history if model else "answers",
-                                  event_stamps=sampler.event_stamps if model else "full")
+                                  event_stamps=sampler.event_stamps if model else "full",
+                                  turn_quotes=sampler.turn_quotes if model else "upto")
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,
