@@ -15,9 +15,9 @@ from memworker.eval.judge import run_judge
 from memworker.eval.runner import Arm, ConfigMismatch, EvalError, Sampler
 from memworker.eval.summary import RecordRelease
 from memworker.hashing import sha256_file, write_json
-from memworker.prompts import EVENT_STAMPS, template_hashes
+from memworker.prompts import template_hashes
 from memworker.receipts import environment
-from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
+from memworker.turns import FORMS, TURN_FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,19 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "user words; --max-tokens caps each turn) or walk (one answer walking "
                         "those events); for a student trained with that --extract-form; the "
                         "rules arm answers as always")
-    p.add_argument("--turn-quotes", choices=TURN_QUOTES, default="upto",
-                   help="with --extract-form turns: the events a turn's quotes may cite, its own "
-                        "and the earlier ones (upto, the default) or its own only (own)")
-    p.add_argument("--turn-history", choices=HISTORIES, default="answers",
-                   help="with --extract-form turns or sentences: what a turn's prompt holds "
-                        "before its question, every earlier turn and answer (answers, the "
-                        "default) or nothing, the window read once (none; memworker.turns "
-                        "\"Read once\")")
-    p.add_argument("--event-stamps", choices=EVENT_STAMPS, default="full",
-                   help="how extract prompts write the events' timestamps: as the event has "
-                        "them (full, the default) or to the minute without seconds and UTC "
-                        "offset (minute; memworker.prompts.restamp); evaluate a student so when "
-                        "it was trained so (train/run.py --event-stamps)")
+    runner.add_turn_options(p)
     runner.add_propose_option(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")

@@ -30,7 +30,7 @@ from memworker.inference import backends, codec
 from memworker.inference.backends import BackendError
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.rules import RulesBackend
-from memworker.prompts import to_chatml
+from memworker.prompts import EVENT_STAMPS, to_chatml
 from memworker.samples import SAMPLES, EvalError, read_samples, repair_samples  # noqa: F401
 
 MAX_BACKEND_FAILURES = 3
@@ -172,6 +172,26 @@ def add_sampler_options(parser: Any) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp threads (default ≤ 2)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed of every model arm (0)")
+
+
+def add_turn_options(parser: Any) -> None:
+    """The options of eval/run.py and eval/live.py that say how model arms are asked in the
+    turns forms (the sampler's `turn_quotes`, `turn_history`) and how their extract prompts write
+    the events' timestamps (`event_stamps`)."""
+    parser.add_argument("--turn-quotes", choices=tforms.TURN_QUOTES, default="upto",
+                        help="with --extract-form turns or sentences: the events a turn's quotes "
+                             "may cite, its own and the earlier ones (upto, the default) or its "
+                             "own only (own)")
+    parser.add_argument("--turn-history", choices=tforms.HISTORIES, default="answers",
+                        help="with --extract-form turns or sentences: what a turn's prompt holds "
+                             "before its question, every earlier turn and answer (answers, the "
+                             "default) or nothing, the window read once (none; memworker.turns "
+                             "\"Read once\")")
+    parser.add_argument("--event-stamps", choices=EVENT_STAMPS, default="full",
+                        help="how extract prompts write the events' timestamps: as the event "
+                             "has them (full, the default) or to the minute without seconds and "
+                             "UTC offset (minute; memworker.prompts.restamp); evaluate a student "
+                             "so when it was trained so (train/run.py --event-stamps)")
 
 
 def add_propose_option(parser: Any) -> None:

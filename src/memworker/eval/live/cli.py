@@ -14,9 +14,8 @@ from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
 from memworker.inference.hmem import MemWorkerBackend
-from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import environment
-from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
+from memworker.turns import FORMS, TURN_FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,16 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the arm ARM (without ARM=: every model arm) keeps only the extract "
                         "claims it scores at or above T (memworker.inference.gate, as "
                         "eval/run.py --claim-gate); repeatable")
-    p.add_argument("--turn-history", choices=HISTORIES, default="answers",
-                   help="with --extract-form turns or sentences: none, each turn of a model arm "
-                        "asked with the window and its own question alone (as eval/run.py "
-                        "--turn-history)")
-    p.add_argument("--turn-quotes", choices=TURN_QUOTES, default="upto",
-                   help="with --extract-form turns or sentences: own, each turn of a model arm "
-                        "quotes its own event only (as eval/run.py --turn-quotes)")
-    p.add_argument("--event-stamps", choices=EVENT_STAMPS, default="full",
-                   help="how model arms' extract prompts write the events' timestamps (as "
-                        "eval/run.py --event-stamps)")
+    eval_runner.add_turn_options(p)
     eval_runner.add_propose_option(p)
     return p
 

@@ -54,7 +54,7 @@ from typing import Any
 from memworker.corpus import tokens as corpus_tokens
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.eval.studies.confidence import Rows
-from memworker.eval.studies.verifier_auc import _counts, _only, _totals
+from memworker.eval.studies.verifier_auc import _counts, _only, _totals, parse_either
 from memworker.eval.studies.wire_cost import claim_fields, quote_sentences, sentence_pieces
 from memworker.inference.gate import DEFAULT_SCORE, SCORES
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
@@ -330,14 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         verifier = Verifier.load(args.weights)
-        eithers = []
-        for spec in args.either:
-            a, sep, b = spec.partition(",")
-            if not sep:
-                raise ValueError(f"--either wants A,B (two numbers), got {spec!r}")
-            eithers.append((float(a), float(b)))
         figures = study(Rows(args.out, args.model, args.rules), verifier,
-                        tuple(args.logprob or LOGPROBS), tuple(eithers) or EITHERS)
+                        tuple(args.logprob or LOGPROBS), parse_either(args.either) or EITHERS)
     except (EvalError, VerifierError, OSError, KeyError, ValueError) as exc:
         print(f"eval/studies/rollback.py: error: {exc}", file=sys.stderr)
         return 2

@@ -102,6 +102,17 @@ def study(rows: Rows, verifier: Verifier, thresholds: tuple[float, ...] = THRESH
             **({"either": unions} if unions else {})}
 
 
+def parse_either(specs: list[str]) -> tuple[tuple[float, float], ...]:
+    """`--either A,B` values as (A, B) pairs; ValueError naming a malformed one."""
+    out = []
+    for spec in specs:
+        a, sep, b = spec.partition(",")
+        if not sep:
+            raise ValueError(f"--either wants A,B (two numbers), got {spec!r}")
+        out.append((float(a), float(b)))
+    return tuple(out)
+
+
 def _fmt(t: dict[str, Any]) -> str:
     support = f"{t['support']:.3f}" if t["support"] is not None else "-"
     coverage = f"{t['coverage']:.3f}" if t["coverage"] is not None else "-"
@@ -144,14 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         verifier = Verifier.load(args.weights)
-        either = []
-        for spec in args.either:
-            a, sep, b = spec.partition(",")
-            if not sep:
-                raise ValueError(f"--either wants A,B (two numbers), got {spec!r}")
-            either.append((float(a), float(b)))
         figures = study(Rows(args.out, args.model, args.rules), verifier,
-                        tuple(args.threshold or THRESHOLDS), tuple(either))
+                        tuple(args.threshold or THRESHOLDS), parse_either(args.either))
     except (EvalError, VerifierError, OSError, KeyError, ValueError) as exc:
         print(f"eval/studies/verifier_auc.py: error: {exc}", file=sys.stderr)
         return 2
