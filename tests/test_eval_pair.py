@@ -43,6 +43,25 @@ def test_two_folders_are_compared_on_the_rows_both_ran(tiny_corpus, tmp_path, ca
         == "oracle"
 
 
+def test_each_arms_values_are_those_of_the_rows_both_ran(tiny_corpus, tmp_path, capsys):
+    """A folder of the whole split beside one of its first N rows: both arms' values are over
+    the N rows, the ones the paired difference is computed on."""
+    whole = _rules(tiny_corpus, tmp_path / "whole")
+    first = _rules(tiny_corpus, tmp_path / "first", "--limit", "6")
+    rows, samples, _, config = load_pair([f"whole={whole}:rules", f"first={first}:rules"])
+    assert len(rows) == config["rows_paired"] == 6
+    assert {s["id"] for s in samples} == {r["id"] for r in rows}
+    assert config["rows_left_out"]["first"] == 0 < config["rows_left_out"]["whole"]
+    assert main(["--arm", f"whole={whole}:rules", "--arm", f"first={first}:rules", "--to",
+                 str(tmp_path / "p"), "--resamples", "200"]) == 0
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    limited = json.loads((first / "summary.json").read_text())["metrics"]["rules"]
+    for arm in ("whole", "first"):
+        assert summary["metrics"][arm]["extract"]["metrics"]["extract_coverage"]["num"] == \
+            limited["extract"]["metrics"]["extract_coverage"]["num"]
+    capsys.readouterr()
+
+
 def test_folders_that_are_not_one_comparison_are_refused(tiny_corpus, tmp_path, capsys):
     a = _rules(tiny_corpus, tmp_path / "a")
     turns = _rules(tiny_corpus, tmp_path / "t", "--extract-form", "turns")

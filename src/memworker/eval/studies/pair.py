@@ -98,9 +98,18 @@ def load_pair(specs: list[str], differ: tuple[str, ...] = ()
             raise EvalError(f"{folder}/{SAMPLES}: no samples of arm {arm!r} (arms there: "
                             f"{', '.join(sorted(config.get('arms') or {})) or 'none'})")
         samples += [{**s, "arm": name} for s in got]
+    # the rows both arms ran, and only theirs: each arm's values are then those the paired
+    # difference is computed on (a folder of the whole split beside one of its first N rows)
     ran = [{s["id"] for s in samples if s["arm"] == n} for n in names]
-    rows = [r for r in rows if r["id"] in ran[0] | ran[1]]
+    both = ran[0] & ran[1]
+    if not both:
+        raise EvalError("the two arms ran no row in common")
+    rows = [r for r in rows if r["id"] in both]
+    samples = [s for s in samples if s["id"] in both]
     config = {"set": configs[0]["set"], "corpus": configs[0].get("corpus"),
+              "rows_paired": len(rows),
+              **({"rows_left_out": {n: len(r - both) for n, r in zip(names, ran, strict=True)}}
+                 if ran[0] != ran[1] else {}),
               "rows_in_set": configs[0].get("rows_in_set"), "sampler": configs[0].get("sampler"),
               "paired_from": {n: {"folder": str(f), "arm": a} for n, f, a in arms},
               **({"differ": {field: dict(zip(names, values, strict=True))
