@@ -74,6 +74,15 @@ def test_the_replay_keeps_what_each_gate_keeps_and_rolls_back_the_rest(tiny_corp
     assert either["answer_tokens"]["median"] < every["answer_tokens"]["median"]
     assert "| v5b, either at the quote | lp>=0 or p>=0.5 |" in printed
     assert study.main(["--out", str(out), "--model", "student", "--either", "0.5"]) == 2
+    # --rows-of: only the rows another folder ran (here the first 2 extract rows)
+    from memworker.eval.cli import main as eval_main
+    few = tmp_path / "few"
+    assert eval_main(["--arm", "rules", "--set", "val", "--corpus", str(tiny_corpus), "--task",
+                      "extract", "--limit", "2", "--out", str(few), "--no-progress",
+                      "--no-plots"]) == 0
+    assert study.main(["--out", str(out), "--model", "student", "--rows-of", str(few),
+                       "--json", str(target)]) == 0
+    assert json.loads(target.read_text())["windows"] == 2 < f["windows"]
 
 
 def test_a_folder_whose_gate_dropped_claims_at_run_time_is_refused(tiny_corpus, tmp_path, capsys):

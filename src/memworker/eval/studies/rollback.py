@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker.corpus import tokens as corpus_tokens
-from memworker.eval.runner import EvalError, grade_sample
+from memworker.eval.runner import SAMPLES, EvalError, grade_sample, read_samples
 from memworker.eval.studies.confidence import Rows
 from memworker.eval.studies.verifier_auc import _counts, _only, _totals, parse_either
 from memworker.eval.studies.wire_cost import claim_fields, quote_sentences, sentence_pieces
@@ -326,11 +326,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="an either-gate to replay: keep when the score is at least A or P(keep) "
                         "at least B (repeatable; default "
                         f"{'; '.join(f'{a:g},{b:g}' for a, b in EITHERS)})")
+    p.add_argument("--rows-of", type=Path, metavar="FOLDER",
+                   help="only the rows another evaluation folder ran (e.g. a whole-split folder "
+                        "replayed on the first N rows a read-once folder ran)")
     p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = p.parse_args(argv)
     try:
         verifier = Verifier.load(args.weights)
-        figures = study(Rows(args.out, args.model, args.rules), verifier,
+        rows = Rows(args.out, args.model, args.rules)
+        if args.rows_of is not None:
+            ids = {s["id"] for s in read_samples(args.rows_of / SAMPLES)}
+            rows.items = [item for item in rows.items if item[0]["id"] in ids]
+        figures = study(rows, verifier,
                         tuple(args.logprob or LOGPROBS), parse_either(args.either) or EITHERS)
     except (EvalError, VerifierError, OSError, KeyError, ValueError) as exc:
         print(f"eval/studies/rollback.py: error: {exc}", file=sys.stderr)
