@@ -63,11 +63,12 @@ def system_prompt() -> str:
 
 # --- rendering of task inputs -------------------------------------------------------------------
 
-def format_event(event: dict[str, Any]) -> str:
+def format_event(event: dict[str, Any], stamps: str = "full") -> str:
     """`[2] 2025-10-08T09:12:00+02:00 tool (untrusted): text` — the text is copied unchanged so
-    that quotes the model copies from the prompt are exact substrings of the event."""
+    that quotes the model copies from the prompt are exact substrings of the event; the
+    timestamp as `stamps` writes it (`show_stamp`)."""
     role = event["role"] if event["trusted"] else f"{event['role']} (untrusted)"
-    return f"[{event['index']}] {event['timestamp']} {role}: {event['text']}"
+    return f"[{event['index']}] {show_stamp(event['timestamp'], stamps)} {role}: {event['text']}"
 
 
 #: how an extract prompt writes its events' timestamps (`restamp`): "full" (the ISO timestamp as
@@ -79,23 +80,24 @@ EVENT_STAMPS = ("full", "minute")
 _ISO_MINUTE = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d)")
 
 
+def check_stamps(stamps: str) -> str:
+    """`stamps` when it is one of `EVENT_STAMPS`, else PromptError (a ValueError)."""
+    if stamps not in EVENT_STAMPS:
+        raise PromptError(f"event stamps {stamps!r}: one of {', '.join(EVENT_STAMPS)}")
+    return stamps
+
+
 def show_stamp(timestamp: str, stamps: str = "full") -> str:
     """An event's timestamp as an extract prompt with `stamps` (`EVENT_STAMPS`) writes it."""
-    if stamps == "full":
+    if check_stamps(stamps) == "full":
         return timestamp
-    if stamps != "minute":
-        raise PromptError(f"event stamps {stamps!r}: one of {', '.join(EVENT_STAMPS)}")
     m = _ISO_MINUTE.match(timestamp)
     return f"{m.group(1)} {m.group(2)}" if m else timestamp
 
 
 def events_block(inputs: dict[str, Any], stamps: str = "full") -> str:
     """The events of an extract request as its prompt lists them."""
-    def fmt(event: dict[str, Any]) -> str:
-        line = format_event(event)
-        head = f"[{event['index']}] {event['timestamp']} "
-        return f"[{event['index']}] {show_stamp(event['timestamp'], stamps)} " + line[len(head):]
-    return _lines(inputs["events"], fmt)
+    return _lines(inputs["events"], lambda event: format_event(event, stamps))
 
 
 def restamp(messages: list[dict[str, str]], inputs: dict[str, Any],
@@ -105,7 +107,7 @@ def restamp(messages: list[dict[str, str]], inputs: dict[str, Any],
     rendered events block is replaced whole in every user message holding it, so event texts are
     never touched. Training rows and the codec's prompts both pass through here, so a student
     sees the same prompt in both. PromptError when no user message holds the block."""
-    if stamps == "full":
+    if check_stamps(stamps) == "full":
         return messages
     old, new = events_block(inputs, "full"), events_block(inputs, stamps)
     out, found = [], False
@@ -140,7 +142,7 @@ def _fields(task: str, inputs: dict[str, Any]) -> dict[str, str]:
     if task == "extract":
         return {
             "existing_facts": _lines(inputs["existing_facts"], format_existing_fact),
-            "events": _lines(inputs["events"], format_event),
+            "events": events_block(inputs),
         }
     if task == "consolidate":
         return {"facts": _lines(inputs["facts"], format_fact)}

@@ -17,7 +17,7 @@ from memworker.eval.summary import RecordRelease
 from memworker.hashing import sha256_file, write_json
 from memworker.prompts import template_hashes
 from memworker.receipts import environment
-from memworker.turns import FORMS, TURN_FORMS
+from memworker.turns import FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,14 +204,11 @@ def _plan(args: argparse.Namespace) -> Plan:
     arms = runner.assign_proposals(arms, args.propose, args.extract_form)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
+    runner.check_turn_options(args)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_quotes=args.turn_quotes,
                       turn_history=args.turn_history, event_stamps=args.event_stamps)
-    if sampler.turn_quotes != "upto" and sampler.extract_form not in TURN_FORMS:
-        raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
-    if sampler.turn_history != "answers" and sampler.extract_form not in TURN_FORMS:
-        raise EvalError("--turn-history applies to --extract-form turns or sentences only")
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task

@@ -194,6 +194,14 @@ def add_turn_options(parser: Any) -> None:
                              "so when it was trained so (train/run.py --event-stamps)")
 
 
+def check_turn_options(args: Any) -> None:
+    """EvalError when `add_turn_options`' turns-only options are set outside the turns forms."""
+    if args.turn_quotes != "upto" and args.extract_form not in tforms.TURN_FORMS:
+        raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
+    if args.turn_history != "answers" and args.extract_form not in tforms.TURN_FORMS:
+        raise EvalError("--turn-history applies to --extract-form turns or sentences only")
+
+
 def add_propose_option(parser: Any) -> None:
     """The `--propose [ARM]` option of eval/run.py, eval/studies/restyle.py and eval/live.py
     (values for `assign_proposals`)."""
@@ -293,8 +301,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                           sampler.turn_quotes == "own" else {}),
                                        **({"history": sampler.turn_history} if turns and
                                           sampler.turn_history != "answers" else {}),
-                                       **({"stamps": sampler.event_stamps}
-                                          if sampler.event_stamps != "full" else {}),
+                                       stamps=sampler.event_stamps,
                                        **({"propose": True} if turns and propose
                                           else {}))
             generations = result.turns

@@ -82,7 +82,7 @@ from memworker.inference.schema import (
     check_inputs,
     max_tokens_for,
 )
-from memworker.prompts import EVENT_STAMPS, render, restamp
+from memworker.prompts import check_stamps, render, restamp
 from memworker.safety import redact
 from memworker.turns import FORMS
 from memworker.verify import Finding
@@ -539,19 +539,13 @@ def prepare(task: str, inputs: dict[str, Any], *, backend: Any = None, use_gramm
     check_inputs(task, inputs)
     messages = render(task, inputs)
     if task == "extract":
-        messages = restamp(messages, inputs, _stamps(stamps))
+        messages = restamp(messages, inputs, stamps)
     context_left, budget_tokens = _context_budget(backend, messages, task, budget_tokens)
     schema = build_schema(task, inputs, budget_tokens=budget_tokens, limits=limits)
     grammar = schema_to_gbnf(schema) if use_grammar else None
     if max_tokens is None:
         max_tokens = max_tokens_for(schema, context_left=context_left)
     return Request(task, inputs, messages, schema, grammar, max_tokens)
-
-
-def _stamps(stamps: str) -> str:
-    if stamps not in EVENT_STAMPS:
-        raise ValueError(f"event stamps {stamps!r}: one of {', '.join(EVENT_STAMPS)}")
-    return stamps
 
 
 def _context_budget(backend: Any, messages: list[dict[str, str]], task: str,
@@ -687,7 +681,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     the events' timestamps (`prepare`)."""
     if history not in turns_form.HISTORIES:
         raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
-    _stamps(stamps)
+    check_stamps(stamps)
     check_inputs("extract", inputs)
     asked = turns_form.asked(inputs["events"], form)
     generations: list[Attempt] = []
@@ -745,7 +739,7 @@ def run_walk(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, 
     asked = turns_form.turn_events(inputs["events"])
     if not asked:
         return _decode_merged(inputs, [])
-    messages = restamp(turns_form.walk_messages(inputs), inputs, _stamps(stamps))
+    messages = restamp(turns_form.walk_messages(inputs), inputs, stamps)
     context_left, budget = _context_budget(backend, messages, "extract")
     steps, limit = [], 0
     for event in asked:

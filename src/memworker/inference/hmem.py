@@ -242,16 +242,14 @@ class MemWorkerBackend:
                                        **({"propose": True} if self.propose else {}),
                                        **({"history": self.turn_history}
                                           if self.turn_history != "answers" else {}),
-                                       **({"stamps": self.event_stamps}
-                                          if self.event_stamps != "full" else {}),
+                                       stamps=self.event_stamps,
                                        **({"own_quotes": True}
                                           if self.turn_quotes == "own" else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,
                                budget_tokens=self.budget_tokens, max_tokens=self.max_tokens,
-                               **({"stamps": self.event_stamps}
-                                  if task == "extract" and self.event_stamps != "full" else {}))
+                               stamps=self.event_stamps)
         if task == "extract" and self.claim_gate is not None:
             result = self.claim_gate.apply(result, inputs, self.extract_form)
         self.last = result

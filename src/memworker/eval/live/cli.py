@@ -15,7 +15,7 @@ from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load
 from memworker.eval.runner import EvalError, Sampler
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.receipts import environment
-from memworker.turns import FORMS, TURN_FORMS
+from memworker.turns import FORMS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,10 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    if args.turn_history != "answers" and args.extract_form not in TURN_FORMS:
-        raise EvalError("--turn-history applies to --extract-form turns or sentences only")
-    if args.turn_quotes != "upto" and args.extract_form not in TURN_FORMS:
-        raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
+    eval_runner.check_turn_options(args)
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
