@@ -421,6 +421,39 @@ def test_the_main_job_ends_with_the_export_and_the_evaluation(tiny, tmp_path, mo
 
 
 @pytest.mark.slow
+def test_the_main_job_continues_the_committed_release_and_runs_its_worker(tiny, tmp_path,
+                                                                        monkeypatch, capsys):
+    """The cpu profile's main job (`parent_from: release`): the stage warm-starts from the run
+    the committed release receipt names, and the export and the evaluation run the release's
+    worker (here the turns form, proposing, gated), not the window form."""
+    work = shutil.copytree(tiny["work"], tmp_path / "w", ignore=shutil.ignore_patterns(
+        "release", "Modelfile", "SHA256SUMS", "release-receipt.json"))
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("MEMWORKER_TOKENIZER_PRE", "gpt-2")
+    shutil.copytree("runs/general-a", "committed/proof/general-a")
+    Path("committed/receipts").mkdir()
+    gate = "first(predicate)+first(value)>=-0.055"
+    Path("committed/receipts/release-receipt.json").write_text(json.dumps(
+        {"student": {"run_dir": "proof/general-a", "stage": "general-a",
+                     "receipt_sha256": sha256_file("committed/proof/general-a/receipt.json")},
+         "worker": {"extract_form": "turns", "claim_gate": gate, "propose": True}}))
+    monkeypatch.setenv("MEMWORKER_COMMITTED_RECEIPTS", "committed/receipts")
+    args = [a for a in FAST if a != "--no-export"]
+    assert pipeline.main(["--stage", "general", "--base", str(tiny["base"]), "--receipts-dir",
+                          "receipts", "--release-dir", "release", "--no-build-corpus",
+                          "--runs-dir", "fresh", "--parent-from", "release", "--replay-fraction",
+                          "0", *args, "--eval-rows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "warm-starts from the committed release's student (committed/proof/general-a" in out
+    assert not Path("fresh/general-a").exists() and not Path("fresh/coding").exists()
+    release = _receipt(Path("release"))
+    assert release["worker"] == {"extract_form": "turns", "claim_gate": gate, "propose": True}
+    config = json.loads(Path("fresh/eval/heldout/config.json").read_text())
+    assert config["sampler"]["extract_form"] == "turns"
+    assert config["proposing"] == ["student"] and config["claim_gates"] == {"student": gate}
+
+
+@pytest.mark.slow
 def test_the_main_job_leaves_every_committed_file_as_it_was(tiny, tmp_path, monkeypatch, capsys):
     """Issue 45: a newcomer runs the main job, then the tests; the main job must not rewrite the
     committed release (receipts/, the top-level Modelfile and SHA256SUMS). In a git checkout

@@ -13,7 +13,7 @@ from memworker.export import modelfile as mfile
 from memworker.export.receipt import check_worker
 from memworker.export.release import ExportError, export_release
 from memworker.inference.gate import DEFAULT_SCORE
-from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config
+from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config, worker_flags
 from memworker.inference.schema import InputError
 
 GATE = f"{DEFAULT_SCORE}>=-0.249"
@@ -37,6 +37,21 @@ def test_worker_config_is_checked_and_normalised():
     for form, gate in (("window", "-1"), ("turns", None)):
         with pytest.raises(WorkerError, match="propose needs extract form turns or sentences"):
             worker_config(form, gate, propose=True)
+
+
+def test_worker_flags_run_a_release_worker_in_export_and_in_an_evaluation():
+    """What export/rebuild.py and the main job pass on: every setting of the worker record."""
+    gate = "first(predicate)+first(value)>=-0.055"
+    worker = {"extract_form": "turns", "claim_gate": gate, "propose": True,
+              "turn_history": "none", "event_stamps": "minute", "turn_quotes": "own"}
+    tail = ["--turn-history", "none", "--event-stamps", "minute", "--turn-quotes", "own"]
+    assert worker_flags(worker) == ["--extract-form", "turns", "--claim-gate", gate,
+                                    "--propose", *tail]
+    assert worker_flags(worker, "n1") == ["--extract-form", "turns", "--claim-gate",
+                                          f"n1={gate}", "--propose", "n1", *tail]
+    assert worker_flags({}) == ["--extract-form", "window"]
+    with pytest.raises(WorkerError, match="propose needs"):
+        worker_flags({"extract_form": "window", "propose": True})
 
 
 def test_the_modelfile_names_a_worker_that_is_not_the_default():

@@ -115,6 +115,72 @@ def test_parent_run_is_the_parent_and_no_stage_runs_on_its_behalf(work, assets, 
         "elsewhere/coding/receipt.json")
 
 
+GATE = "first(predicate)+first(value)>=-0.055"
+
+
+def _committed_release(student: dict, worker: dict | None = None) -> None:
+    """A clone's receipts/ in clone/: its release receipt names a student run under clone/."""
+    Path("clone/receipts").mkdir(parents=True, exist_ok=True)
+    Path("clone/receipts/release-receipt.json").write_text(json.dumps(
+        {"student": student, "worker": worker or {"extract_form": "turns", "claim_gate": GATE,
+                                                  "propose": True}}))
+
+
+def test_a_stage_warm_starts_from_the_committed_release_student(work, assets, capsys,
+                                                                monkeypatch):
+    """`parent_from: release` (the cpu profile's main job): the parent is the run the committed
+    release receipt names, nothing before the stage is trained, and the export and evaluation
+    run the release's worker."""
+    assert train("general-a", assets["base"], "--runs-dir", "clone/proof") == 0
+    capsys.readouterr()
+    parent = "clone/proof/general-a/receipt.json"
+    _committed_release({"run_dir": "proof/general-a", "stage": "general-a",
+                        "receipt_sha256": sha256_file(parent)})
+    monkeypatch.setenv("MEMWORKER_COMMITTED_RECEIPTS", "clone/receipts")
+    assert train("general", assets["base"], "--parent-from", "release") == 0
+    out = capsys.readouterr().out
+    assert "warm-starts from the committed release's student (clone/proof/general-a" in out
+    assert "has no finished run" not in out
+    assert not Path("runs/coding").exists() and not Path("runs/general-a").exists()
+    general = receipt("general")
+    assert general["parent"]["receipt_sha256"] == sha256_file(parent)
+    assert general["config"]["parent_from"] == "release"
+    assert pipeline.release_worker_flags(general, "student") == [
+        "--extract-form", "turns", "--claim-gate", f"student={GATE}", "--propose", "student"]
+    assert pipeline.release_worker_flags(general) == [
+        "--extract-form", "turns", "--claim-gate", GATE, "--propose"]
+    assert pipeline.release_worker_flags(receipt("general") | {"config": {}}) == []
+    # a stage run the usual way keeps no parent_from in its config (earlier sha256s unchanged)
+    assert "parent_from" not in json.loads(Path(parent).read_text())["config"]
+
+
+@pytest.mark.parametrize("student, says", [
+    ({"run_dir": "proof/general-a", "stage": "coding"}, "of stage 'coding', not 'general-a'"),
+    ({"run_dir": "proof/general-a", "stage": "general-a", "receipt_sha256": "0" * 64},
+     "differs from the receipt the release records"),
+    ({"run_dir": "proof/gone", "stage": "general-a"}, "has no receipt.json"),
+    (None, "no committed release receipt"),
+])
+def test_a_release_parent_that_does_not_fit_is_refused(work, assets, capsys, monkeypatch,
+                                                       student, says):
+    assert train("general-a", assets["base"], "--runs-dir", "clone/proof") == 0
+    if student is not None:
+        _committed_release(student)
+    monkeypatch.setenv("MEMWORKER_COMMITTED_RECEIPTS", "clone/receipts")
+    capsys.readouterr()
+    assert train("general", assets["base"], "--parent-from", "release") == 2
+    err = capsys.readouterr().err
+    assert says in err and "--parent-from stage" in err
+    assert not Path("runs/general").exists() and not Path("runs/general-a").exists()
+
+
+def test_parent_from_is_checked(work, assets, capsys):
+    assert train("coding", assets["base"], "--parent-from", "release") == 2
+    assert "parent_from release needs a stage with a parent" in capsys.readouterr().err
+    assert train("general", assets["base"], "--parent-from", "hub") == 2
+    assert "parent_from must be one of stage, release" in capsys.readouterr().err
+
+
 def test_missing_parent_is_refused_with_the_command_when_asked(work, assets, capsys):
     assert train("general-a", assets["base"], "--no-parents") == 2
     err = capsys.readouterr().err

@@ -26,9 +26,11 @@ from memworker.export import cli as export_cli
 from memworker.export.receipt import record_set
 from memworker.export.release import BASE_GGUF
 from memworker.hashing import sha256_file
+from memworker.inference.hmem import worker_flags
 from memworker.receipts import RECEIPT, RELEASE_RECEIPT
 from memworker.train import cli as train_cli
 from memworker.train import config as tconfig
+from memworker.train import lineage
 
 EVAL_SET = "heldout"
 # The same cap on every attempt of every arm (the base otherwise writes thousands of tokens). It
@@ -110,7 +112,18 @@ def export_release(receipt: dict[str, Any], run_dir: Path | None, args) -> int:
               "`python -m mlx_lm fuse`")
         return 0
     return export_cli.main(["--run", str(run_dir), "--out", args.release_dir, "--with-base",
-                            "--force", "--receipts-dir", args.receipts_dir])
+                            "--force", "--receipts-dir", args.receipts_dir,
+                            *release_worker_flags(receipt)])
+
+
+def release_worker_flags(receipt: dict[str, Any], arm: str | None = None) -> list[str]:
+    """A stage that warm-started from the committed release's student (`parent_from: release`)
+    is exported and evaluated as that release's worker runs it (its extraction form, proposing
+    and claim gate: `worker_flags`); any other stage with the defaults."""
+    if (receipt.get("config") or {}).get("parent_from") != "release":
+        return []
+    _, release = lineage.release_parent(receipt["config"]["parent"])
+    return worker_flags(release.get("worker") or {}, arm)
 
 
 # --- the evaluation -------------------------------------------------------------------------
@@ -135,7 +148,8 @@ def eval_plan(receipt: dict[str, Any], args) -> tuple[list[str], Path, dict[str,
     argv = [*(x for name, path in ggufs.items() for x in ("--arm", f"{name}={path}")),
             "--arm", "rules", "--set", EVAL_SET, "--corpus", str(receipt["config"]["corpus"]),
             "--out", str(out), "--max-tokens", str(EVAL_MAX_TOKENS),
-            "--into-receipt", str(into), "--release", str(release)]
+            "--into-receipt", str(into), "--release", str(release),
+            *release_worker_flags(receipt, "student")]
     if args.eval_rows:
         argv += ["--limit", str(args.eval_rows)]
     return argv, out, ggufs

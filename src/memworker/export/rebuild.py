@@ -26,26 +26,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from memworker.export import cli as export_cli
 from memworker.export.receipt import restore
 from memworker.export.verify import verify_release
 from memworker.hashing import read_sha256sums, sha256_file
+from memworker.inference.hmem import worker_flags
 from memworker.receipts import RELEASE_RECEIPT, SUMS, adapter_problems
 
 
 class RebuildError(RuntimeError):
     """The committed release cannot be rebuilt byte for byte here (the message says why)."""
-
-
-def _worker_flags(worker: dict[str, Any]) -> list[str]:
-    flags = ["--extract-form", worker.get("extract_form", "window")]
-    if worker.get("claim_gate"):
-        flags += ["--claim-gate", worker["claim_gate"]]
-    if worker.get("propose"):
-        flags.append("--propose")
-    return flags
 
 
 def _in_git(root: Path) -> bool:
@@ -67,7 +58,7 @@ def rebuild(out: Path, receipts: Path, sums_path: Path, root: Path = Path(".")) 
     prefix = Path(next(iter(sums))).parts[0]  # "release": SHA256SUMS lists release/<file>
     started = time.perf_counter()
     argv = ["--run", run_dir, "--with-base", "--out", str(out), "--force", "--receipts-dir", "",
-            "--no-publish", *_worker_flags(committed.get("worker") or {})]
+            "--no-publish", *worker_flags(committed.get("worker") or {})]
     if export_cli.main(argv) != 0:
         raise RebuildError(f"export failed: python export/run.py {' '.join(argv)}")
     seconds = time.perf_counter() - started

@@ -119,6 +119,25 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
             **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {})}
 
 
+def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
+    """The command-line flags that run a release's `worker` record (checked by `worker_config`):
+    export/run.py's (`arm` None) or, for the model arm `arm`, eval/run.py's and eval/live.py's
+    (`--claim-gate ARM=…`, `--propose ARM`). scripts/release.sh builds the same from its
+    variables."""
+    w = worker_config(worker.get("extract_form", "window"), worker.get("claim_gate"),
+                      bool(worker.get("propose")), worker.get("turn_history", "answers"),
+                      worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"))
+    flags = ["--extract-form", w["extract_form"]]
+    if w["claim_gate"]:
+        flags += ["--claim-gate", w["claim_gate"] if arm is None else f"{arm}={w['claim_gate']}"]
+    if w.get("propose"):
+        flags += ["--propose"] if arm is None else ["--propose", arm]
+    for key in ("turn_history", "event_stamps", "turn_quotes"):
+        if key in w:
+            flags += ["--" + key.replace("_", "-"), w[key]]
+    return flags
+
+
 def _timestamp(value: str | datetime, what: str) -> str:
     """`value` checked by the one timestamp validator (`temporal.parse_timestamp`) and written
     in the input contracts' form."""

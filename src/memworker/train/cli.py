@@ -18,6 +18,7 @@ from memworker.corpus.cli import main as build_corpus_main
 from memworker.receipts import RECEIPT
 from memworker.train import config as tconfig
 from memworker.train import data as tdata
+from memworker.train import lineage
 from memworker.train import sitting as tsitting
 from memworker.train.lineage import LineageError, MissingParent
 
@@ -170,9 +171,17 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any],
 
     inherited = {k: v for k, v in overrides.items() if k in tconfig.INHERITED_FLAGS}
     target = tconfig.load_stage(args.stage, args.profile, overrides)
+    # the committed release's student as the parent (`parent_from: release`): nothing before
+    # this stage is trained here
+    from_release = None
+    if target.parent and target.parent_from == "release" and not args.parent_run:
+        from_release, _ = lineage.release_parent(target.parent)
+        print(f"train: {target.name} warm-starts from the committed release's student "
+              f"({_shown(from_release)}, stage {target.parent}, trained by scripts/release.sh "
+              "and committed; not trained here)")
     # --parent-run names the parent's finished run: its own ancestors are not this run's concern
     chain = (_lineage(target.parent, args.profile, inherited)
-             if target.parent and not args.parent_run else [])
+             if target.parent and not args.parent_run and from_release is None else [])
     chain.append(target)
     if any(cfg.base != target.base for cfg in chain):
         raise tconfig.ConfigError("every stage of a chain must use the same base; pass --base")
@@ -206,6 +215,7 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any],
         parent_dir = None
         if cfg.parent:
             parent_dir = Path(args.parent_run) if is_target and args.parent_run \
+                else _shown(from_release) if is_target and from_release is not None \
                 else runs_dir / cfg.parent
         ensure_corpus(cfg.corpus, cfg.corpus_domain, args.no_build_corpus)
         if cfg.replay_fraction > 0:
@@ -223,6 +233,14 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any],
         else:
             receipt = loop.run_stage(req, base)
     return receipt, run_dir
+
+
+def _shown(path: Path) -> Path:
+    """`path` relative to the working folder when it lies inside it (as receipts name runs)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
 
 
 def ensure_corpus(folder: str | Path, domain: str, no_build: bool) -> None:

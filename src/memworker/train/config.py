@@ -23,6 +23,8 @@ from memworker.prompts import EVENT_STAMPS
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS
 
 STAGE_ORDER = ("coding", "general-a", "general")
+#: where a stage's parent adapter comes from (`StageConfig.parent_from`)
+PARENT_FROM = ("stage", "release")
 PRECISIONS = ("auto", "bf16", "fp32")
 # Flags kept when a missing parent stage is run first on the child's behalf (stage-specific
 # settings such as the corpus, the output folder or the learning rate are not carried over).
@@ -43,6 +45,11 @@ class StageConfig:
     name: str = _f("", "stage name (the YAML file's stem)")
     description: str = _f("", "what this stage is for, one line")
     parent: str | None = _f(None, "stage whose adapter this one warm-starts from (null: fresh)")
+    parent_from: str = _f("stage", "where the parent's adapter comes from: stage (its run in "
+                          "<runs-dir>/<parent>, trained first when missing) | release (the "
+                          "committed release's student run, receipts/release-receipt.json's "
+                          "student.run_dir, which must be of the parent stage: nothing before "
+                          "this stage is trained here; train/README \"The main job\")")
     corpus: str = _f("data/corpus", "corpus folder (manifest.json + wire/{train,val}.jsonl)")
     corpus_domain: str = _f("general", "domain passed to the corpus builder when the corpus is "
                             "missing: general | coding")
@@ -154,6 +161,11 @@ class StageConfig:
             problems.append(f"parent {self.parent!r} is not a stage ({', '.join(STAGE_ORDER)})")
         if self.parent == self.name:
             problems.append("a stage cannot be its own parent")
+        if self.parent_from not in PARENT_FROM:
+            problems.append(f"parent_from must be one of {', '.join(PARENT_FROM)}, not "
+                            f"{self.parent_from!r}")
+        elif self.parent_from == "release" and self.parent is None:
+            problems.append("parent_from release needs a stage with a parent")
         if self.corpus_domain not in ("general", "coding"):
             problems.append(f"corpus_domain must be general or coding, not {self.corpus_domain!r}")
         if not 0.0 <= self.replay_fraction <= 0.2:
@@ -237,7 +249,7 @@ class StageConfig:
 
 
 #: fields added after runs were recorded, at the default that reproduces those runs
-LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full"}
+LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full", "parent_from": "stage"}
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 

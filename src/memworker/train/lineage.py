@@ -4,11 +4,18 @@ on the same base (key + weights sha256), and its adapter files still hash to wha
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from memworker.hashing import sha256_file, sha256_json
-from memworker.receipts import ADAPTER_DIR, RECEIPT, adapter_differences, adapter_files
+from memworker.receipts import (
+    ADAPTER_DIR,
+    RECEIPT,
+    RELEASE_RECEIPT,
+    adapter_differences,
+    adapter_files,
+)
 from memworker.registry import PreparedBase
 
 
@@ -52,3 +59,45 @@ def check_parent(parent_dir: Path, parent_stage: str, base: PreparedBase,
                            f"from its receipt: {'; '.join(lines)}; restore the committed files "
                            f"or rerun `{rerun_hint} --fresh`")
     return receipt, sha256_file(receipt_path)
+
+
+def committed_receipts() -> Path:
+    """`$MEMWORKER_COMMITTED_RECEIPTS`, else the repository's `receipts/` next to the source
+    tree: where the committed release receipt is (`parent_from: release`)."""
+    env = os.environ.get("MEMWORKER_COMMITTED_RECEIPTS")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "receipts"
+
+
+def release_parent(parent_stage: str, receipts_dir: Path | None = None
+                   ) -> tuple[Path, dict[str, Any]]:
+    """(the committed release's student run folder, the release receipt) for a stage whose
+    parent comes from the release (`StageConfig.parent_from` "release"): the receipt's
+    `student.run_dir` (relative to the folder above receipts/) must be a run of `parent_stage`
+    whose receipt has the sha256 the release records. The adapter itself is checked by
+    `check_parent` as any parent's is. LineageError (MissingParent when there is no release
+    receipt) with what to do instead."""
+    receipts_dir = committed_receipts() if receipts_dir is None else receipts_dir
+    path = receipts_dir / RELEASE_RECEIPT
+    instead = ("or train the parent stage here with --parent-from stage (the whole chain: "
+               "python train/run.py --stage general --profile cpu --parent-from stage)")
+    if not path.is_file():
+        raise MissingParent(f"no committed release receipt at {path} to warm-start from; run "
+                            f"from a clone of the repository {instead}")
+    doc = json.loads(path.read_text("utf-8"))
+    student = doc.get("student") or {}
+    if not student.get("run_dir"):
+        raise LineageError(f"{path} names no student run (student.run_dir) {instead}")
+    run_dir = receipts_dir.parent / student["run_dir"]
+    if student.get("stage") != parent_stage:
+        raise LineageError(f"the committed release's student ({student['run_dir']}) is a run "
+                           f"of stage {student.get('stage')!r}, not {parent_stage!r}: this stage "
+                           f"cannot warm-start from it; {instead}")
+    receipt = run_dir / RECEIPT
+    if not receipt.is_file():
+        raise MissingParent(f"the committed release's student run {run_dir} has no {RECEIPT} "
+                            f"(restore it with `git checkout -- {student['run_dir']}`) {instead}")
+    if student.get("receipt_sha256") and sha256_file(receipt) != student["receipt_sha256"]:
+        raise LineageError(f"{receipt} differs from the receipt the release records (sha256 "
+                           f"{student['receipt_sha256'][:12]}…); restore it with `git checkout "
+                           f"-- {student['run_dir']}` {instead}")
+    return run_dir, doc
