@@ -55,6 +55,15 @@ def test_the_wires_reorder_and_shorten_a_claim():
     v5c = dict(study.claim_fields(user, "v5c", texts))
     assert (v5c["name"], v5c["type"], v5c["quotes"]) == (None, None, [[4, 1]])
     assert dict(study.claim_fields(claim, "v5c", texts))["name"] == claim[1]
+    # v5d: the trailing fields at their defaults left out (kept up to the last one that is not)
+    assert study.claim_fields(user, "v5d", texts) == [
+        ("predicate", "lives_in"), ("value", "Lisbon"), ("quotes", [[4, 1]]), ("name", study.USER),
+        ("type", "person"), ("kind", "fact"), ("time_expression", "last May")]
+    plain = [*user[:6], None, []]
+    assert [f for f, _ in study.claim_fields(plain, "v5d", texts)] == ["predicate", "value",
+                                                                       "quotes"]
+    assert [f for f, _ in study.claim_fields(claim, "v5d", texts)] == ["predicate", "value",
+                                                                       "quotes", "name"]
     with pytest.raises(ValueError, match="unknown wire"):
         study.claim_fields(claim, "v9", texts)
     # the v3 text is wire.dump_answer's; the value's offset is its first character
@@ -98,7 +107,7 @@ def test_one_window_counted_piece_by_piece(window):
     assert len({figures["prompt"][f"b/{w}"] for w in study.WIRES}) == 1
     # references instead of copied quotes: shorter whenever a quote is longer than a reference
     assert figures["answer"]["v5b"] < figures["answer"]["v3"]
-    assert figures["answer"]["v5c"] <= figures["answer"]["v5b"]
+    assert figures["answer"]["v5d"] <= figures["answer"]["v5c"] <= figures["answer"]["v5b"]
     assert figures["prompt"]["a/v5b"] < figures["prompt"]["a/v3"]
     # the value comes after the quote in v3, second in v5: a few tokens in
     for (v3_n, v3_before), (_, a_before) in zip(figures["per_claim"]["v3"],

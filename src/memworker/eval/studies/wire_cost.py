@@ -31,7 +31,11 @@ p90 over windows of:
    sentences form numbers them); a quote over several sentences is one reference per sentence
    it touches; two quotes of a claim in one sentence are one reference); `v5c` (v5b with the
    subject's name and type null when the subject is the user: the codec would write "the user",
-   "person", as the gold always has it). Per claim: its tokens and the tokens before the token
+   "person", as the gold always has it); `v5d` (the shortest: `[predicate, value, sentence
+   references, name, type, kind, time_expression, supersedes]` with the trailing fields left
+   out while each is at its default, `V5D_DEFAULTS`: "the user", "person", "fact", null, `[]`,
+   so a fact about the user with no time is `[predicate, value, refs]`; the codec would fill
+   them back). Per claim: its tokens and the tokens before the token
    that holds the value's first character (where the gate's score `first(predicate)+
    first(value)` is known, once that token is written; `eval/studies/confidence.py
    --early-stop` counts that token too, one more); the reference "window form" is the one-call
@@ -74,7 +78,7 @@ from memworker.inference import codec
 
 SETS = ("val", "natural-dev")
 DEFAULT_CORPUS = {"val": "data/corpus", "natural-dev": HAND_WRITTEN["natural-dev"]}
-WIRES = ("v3", "v5a", "v5b", "v5c")
+WIRES = ("v3", "v5a", "v5b", "v5c", "v5d")
 SCHEDULES = ("a", "b", "c")
 SCHEDULE_HELP = {
     "a": "(a) today's: each turn reads the previous answer again",
@@ -89,6 +93,9 @@ PROMPT_TOK_S = 346.0
 DECODE_S = 0.0151
 END = "<|im_end|>"
 USER = "the user"
+#: v5d's trailing fields and the value each is left out at when every field after it is too
+V5D_DEFAULTS = (("name", USER), ("type", "person"), ("kind", "fact"), ("time_expression", None),
+                ("supersedes", []))
 WRITTEN_END = 1  # the end token <|im_end|> each turn's answer closes with
 #: an event line's timestamp in the extract prompt (`[3] 2024-07-21T18:55:05+05:30 user: ...`)
 EVENT_STAMP = re.compile(r"^(\[\d+\]) (\d{4}-\d\d-\d\d)T(\d\d:\d\d):\d\d(?:Z|[+-]\d\d:\d\d) ",
@@ -143,10 +150,16 @@ def claim_fields(claim: list[Any], form: str, texts: dict[int, str]) -> list[tup
     if form == "v3":
         return list(zip(wire.CLAIM_FIELDS, claim, strict=True))
     quotes, name, stype, predicate, value, kind, expr, supersedes = claim
-    if form in ("v5b", "v5c"):
+    if form in ("v5b", "v5c", "v5d"):
         quotes = sentence_refs(quotes, texts)
     if form == "v5c" and name == USER:
         name = stype = None
+    if form == "v5d":
+        tail = list(zip([k for k, _ in V5D_DEFAULTS], [name, stype, kind, expr, supersedes],
+                        strict=True))
+        while tail and tail[-1][1] == V5D_DEFAULTS[len(tail) - 1][1]:
+            tail.pop()
+        return [("predicate", predicate), ("value", value), ("quotes", quotes), *tail]
     return [("predicate", predicate), ("value", value), ("name", name), ("type", stype),
             ("kind", kind), ("quotes", quotes), ("time_expression", expr),
             ("supersedes", supersedes)]
