@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from memworker import prompts, turns, wire
+from memworker import prompts, spans, turns, wire
 from memworker.corpus import tokens as corpus_tokens
 from memworker.eval import runner
 from memworker.eval.studies import wire_cost as study
@@ -64,6 +64,8 @@ def test_the_wires_reorder_and_shorten_a_claim():
                                                                        "quotes"]
     assert [f for f, _ in study.claim_fields(claim, "v5d", texts)] == ["predicate", "value",
                                                                        "quotes", "name"]
+    assert [f for f, _ in study.claim_fields(claim, "v6", texts)] == ["predicate", "value",
+                                                                      "name"]
     with pytest.raises(ValueError, match="unknown wire"):
         study.claim_fields(claim, "v9", texts)
     # the v3 text is wire.dump_answer's; the value's offset is its first character
@@ -107,7 +109,8 @@ def test_one_window_counted_piece_by_piece(window):
     assert len({figures["prompt"][f"b/{w}"] for w in study.WIRES}) == 1
     # references instead of copied quotes: shorter whenever a quote is longer than a reference
     assert figures["answer"]["v5b"] < figures["answer"]["v3"]
-    assert figures["answer"]["v5d"] <= figures["answer"]["v5c"] <= figures["answer"]["v5b"]
+    assert figures["answer"]["v6"] < figures["answer"]["v5d"] <= figures["answer"]["v5c"] \
+        <= figures["answer"]["v5b"]
     assert figures["prompt"]["a/v5b"] < figures["prompt"]["a/v3"]
     # the value comes after the quote in v3, second in v5: a few tokens in
     for (v3_n, v3_before), (_, a_before) in zip(figures["per_claim"]["v3"],
@@ -132,6 +135,31 @@ def test_sentence_quotes_are_chosen_and_graded(window, embedded_gguf):
     kept = study._sentence_answer([{"source_indices": [1], "quotes": ["Ana lives in Porto"]}],
                                   {1: EVENTS})
     assert kept[0][0]["quotes"] == ["My sister Ana lives in Porto, near the river."]
+    # the codec's own choice (v6): one sentence of the latest cited event, graded like the gold
+    picked = figures["codec_chosen"]
+    assert picked["claims"] == len(window["gold"]["claims"]) and picked["right"] > 0
+    assert picked["graded"]["supported"] == gold["supported"]
+
+
+def test_the_codec_chooses_the_sentence_a_claim_is_about():
+    """`spans.choose_sentence` (wire v6): the value's words first, then the subject's name,
+    then the predicate's, then the earliest; never a sentence that is not a candidate span."""
+    text = ("We moved to Valencia in March. My sister Ana stays near the beach. "
+            "Ana runs a bakery.")
+    assert spans.choose_sentence(text, "Valencia", "the user", "lives_in") == \
+        "We moved to Valencia in March."
+    assert spans.choose_sentence(text, "bakery", "Ana (the user's sister)", "works_at") == \
+        "Ana runs a bakery."
+    assert spans.choose_sentence(text, "the beach", "Ana (the user's sister)", "lives_in") == \
+        "My sister Ana stays near the beach."
+    # no word in common: the subject's name decides, then the earliest sentence
+    assert spans.choose_sentence(text, "Spain", "Ana", "lives_in") == \
+        "My sister Ana stays near the beach."
+    assert spans.choose_sentence(text, "Spain", "the user", "x") == "We moved to Valencia in March."
+    assert spans.choose_sentence("ok", "x") is None                      # too short to quote
+    secret = "My token is ghp_abcdefghijklmnopqrstuvwxyz0123. I live in Graz."
+    assert spans.choose_sentence(secret, "token ghp_abcdefghijklmnopqrstuvwxyz0123") == \
+        "I live in Graz."
 
 
 def test_a_sentence_quote_can_keep_a_secret_its_clause_left_out(window):

@@ -35,7 +35,9 @@ p90 over windows of:
    references, name, type, kind, time_expression, supersedes]` with the trailing fields left
    out while each is at its default, `V5D_DEFAULTS`: "the user", "person", "fact", null, `[]`,
    so a fact about the user with no time is `[predicate, value, refs]`; the codec would fill
-   them back). Per claim: its tokens and the tokens before the token
+   them back); `v6` (v5d with no quote at all: the codec would choose the quoted sentence of
+   the turn's event itself, `spans.choose_sentence`, from the claim's value, subject and
+   predicate). Per claim: its tokens and the tokens before the token
    that holds the value's first character (where the gate's score `first(predicate)+
    first(value)` is known, once that token is written; `eval/studies/confidence.py
    --early-stop` counts that token too, one more); the reference "window form" is the one-call
@@ -78,7 +80,7 @@ from memworker.inference import codec
 
 SETS = ("val", "natural-dev")
 DEFAULT_CORPUS = {"val": "data/corpus", "natural-dev": HAND_WRITTEN["natural-dev"]}
-WIRES = ("v3", "v5a", "v5b", "v5c", "v5d")
+WIRES = ("v3", "v5a", "v5b", "v5c", "v5d", "v6")
 SCHEDULES = ("a", "b", "c")
 SCHEDULE_HELP = {
     "a": "(a) today's: each turn reads the previous answer again",
@@ -154,12 +156,13 @@ def claim_fields(claim: list[Any], form: str, texts: dict[int, str]) -> list[tup
         quotes = sentence_refs(quotes, texts)
     if form == "v5c" and name == USER:
         name = stype = None
-    if form == "v5d":
+    if form in ("v5d", "v6"):
         tail = list(zip([k for k, _ in V5D_DEFAULTS], [name, stype, kind, expr, supersedes],
                         strict=True))
         while tail and tail[-1][1] == V5D_DEFAULTS[len(tail) - 1][1]:
             tail.pop()
-        return [("predicate", predicate), ("value", value), ("quotes", quotes), *tail]
+        refs = [("quotes", quotes)] if form == "v5d" else []
+        return [("predicate", predicate), ("value", value), *refs, *tail]
     return [("predicate", predicate), ("value", value), ("name", name), ("type", stype),
             ("kind", kind), ("quotes", quotes), ("time_expression", expr),
             ("supersedes", supersedes)]
@@ -372,7 +375,7 @@ def quote_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     spans, and the gold graded with its quotes and with their sentences instead."""
     classes: Counter = Counter()
     sentences, missing = 0, Counter()
-    gold, chosen = Counter(), Counter()
+    gold, chosen, picks, by_codec = Counter(), Counter(), Counter(), Counter()
     rejected = left_out = 0
     moved: Counter = Counter()  # claims whose verdict the sentence quotes change
     for row in rows:
@@ -394,12 +397,42 @@ def quote_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         sentence_quoted, after = _graded(row, changed)
         gold += as_written
         chosen += sentence_quoted
+        picked, right = _codec_chosen(claims, texts)
+        picks += right
+        by_codec += _graded(row, picked)[0]
         if len(before) == len(after) == len(claims):  # the same claims, in order
             moved.update(f"{a} -> {b}" for a, b in zip(before, after, strict=True) if a != b)
     return {"quotes": sum(classes.values()), "classes": dict(classes),
             "sentences": sentences, "sentences_not_candidates": dict(missing),
             "sentence_quotes_not_candidates": rejected, "claims_left_out": left_out,
-            "gold": dict(gold), "sentence_quoted": dict(chosen), "verdicts_changed": dict(moved)}
+            "gold": dict(gold), "sentence_quoted": dict(chosen), "verdicts_changed": dict(moved),
+            "codec_chosen": {**dict(picks), "graded": dict(by_codec)}}
+
+
+def _codec_chosen(claims: list[dict[str, Any]], texts: dict[int, str]
+                  ) -> tuple[list[dict[str, Any]], Counter]:
+    """The canonical claims with their quotes replaced by the one sentence the codec would
+    choose in the latest event each cites (`spans.choose_sentence`, wire v6), and the count of
+    claims whose chosen sentence is one the gold quotes there ("right") of those it could be
+    chosen for ("claims"); a claim whose event offers no sentence is left out ("none")."""
+    out, counts = [], Counter()
+    for claim in claims:
+        event = max(claim["source_indices"])
+        text = texts[event]
+        sentence = spans.choose_sentence(text, claim["value"], claim["subject"]["name"],
+                                         claim["predicate"])
+        if sentence is None:
+            counts["none"] += 1
+            continue
+        counts["claims"] += 1
+        quoted = {n for e, q in zip(claim["source_indices"], claim["quotes"], strict=True)
+                  if e == event for n in quote_sentences(q, text)[0]}
+        pieces = sentence_pieces(text)
+        counts["right"] += any(text[a:b] == sentence for n, (a, b) in enumerate(pieces, 1)
+                               if n in quoted)
+        counts["several_events"] += len(set(claim["source_indices"])) > 1
+        out.append({**claim, "source_indices": [event], "quotes": [sentence]})
+    return out, counts
 
 
 # --- the study ------------------------------------------------------------------------------------
@@ -537,13 +570,20 @@ def report(f: dict[str, Any]) -> list[str]:
               "", "| graded by the evaluator | claims | supported | covered (required facts) | "
               "secrets retained |", "|---|---|---|---|---|"]
     for label, g in (("gold as written", q["gold"]),
-                     ("gold, each quote replaced by its sentence(s)", q["sentence_quoted"])):
+                     ("gold, each quote replaced by its sentence(s)", q["sentence_quoted"]),
+                     ("gold, one sentence of its latest event chosen by the codec (v6)",
+                      q["codec_chosen"]["graded"])):
         lines.append(f"| {label} | {g.get('claims', 0)} | "
                      f"{_ratio(g.get('supported', 0), g.get('claims', 0))} | "
                      f"{_ratio(g.get('covered', 0), g.get('required', 0))} | "
                      f"{g.get('secrets_retained', 0)} |")
     changed = ", ".join(f"{n} {pair}" for pair, n in q["verdicts_changed"].items()) or "none"
     lines += ["", f"Claims whose verdict the sentence quotes change: {changed}."]
+    c = q["codec_chosen"]
+    lines += [f"The codec's choice (`spans.choose_sentence`, v6): the sentence the gold quotes in "
+              f"its latest event for {_ratio(c.get('right', 0), c.get('claims', 0))} claims "
+              f"({c.get('several_events', 0)} of them cite several events, of which v6 quotes "
+              f"the latest only; {c.get('none', 0)} claims whose event offers no sentence)."]
     return lines
 
 
