@@ -73,6 +73,11 @@ def test_the_replay_keeps_what_each_gate_keeps_and_rolls_back_the_rest(tiny_corp
     assert 0 < either["kept"] < f["claims"]
     assert either["answer_tokens"]["median"] < every["answer_tokens"]["median"]
     assert "| v5b, either at the quote | lp>=0 or p>=0.5 |" in printed
+    # v6: no quote written (the codec chooses it), so every claim is shorter
+    v6 = by[("v6 (the codec quotes), gate at the end", "lp>=0 or p>=0.5")]
+    assert 0 < v6["kept"] <= f["claims"]
+    assert v6["answer_tokens"]["median"] < every["answer_tokens"]["median"]
+    assert f["claim_tokens_median"]["v6"]["whole"] < f["claim_tokens_median"]["v3"]["whole"]
     assert study.main(["--out", str(out), "--model", "student", "--either", "0.5"]) == 2
     # --rows-of: only the rows another folder ran (here the first 2 extract rows)
     from memworker.eval.cli import main as eval_main

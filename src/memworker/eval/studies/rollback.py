@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memworker import spans
 from memworker.corpus import tokens as corpus_tokens
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, read_samples
 from memworker.eval.studies.confidence import Rows
@@ -60,7 +61,7 @@ from memworker.inference.gate import DEFAULT_SCORE, SCORES
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
 
 #: the log-probability thresholds replayed when none is given (the chosen gate's -0.055 among them)
-WIRES = ("v3", "v5a", "v5b")
+WIRES = ("v3", "v5a", "v5b", "v6")
 LOGPROBS = (-0.01, -0.055, -0.1, -0.2, -0.5)
 #: (A, B) either-gates replayed when none is given (the chosen one first)
 EITHERS = ((-0.055, 0.93), (-0.055, 0.8), (-0.2, 0.93))
@@ -95,7 +96,8 @@ def claim_costs(fields: list[tuple[str, Any]]) -> dict[str, int]:
         return bisect.bisect_left(stops, char) + 1
 
     return {"whole": len(pieces), "value": by(ends["value@"] + 1),
-            "value_end": by(ends["value"] + 1), "quotes": by(ends["quotes"] + 1)}
+            "value_end": by(ends["value"] + 1),
+            "quotes": by(ends["quotes"] + 1) if "quotes" in ends else len(pieces)}
 
 
 def sentence_quoted(claim: dict[str, Any], texts: dict[int, str]) -> dict[str, Any]:
@@ -113,6 +115,18 @@ def sentence_quoted(claim: dict[str, Any], texts: dict[int, str]) -> dict[str, A
     if not pairs:
         return claim
     return {**claim, "source_indices": [e for e, _ in pairs], "quotes": [s for _, s in pairs]}
+
+
+def codec_quoted(claim: dict[str, Any], texts: dict[int, str]) -> dict[str, Any]:
+    """The canonical claim as wire v6 would give it: its quotes replaced by the one sentence the
+    codec chooses in the latest event it cites (`spans.choose_sentence`); unchanged when that
+    event offers none."""
+    event = max(claim["source_indices"])
+    sentence = spans.choose_sentence(texts.get(event, ""), claim["value"],
+                                     claim["subject"]["name"], claim["predicate"])
+    if sentence is None:
+        return claim
+    return {**claim, "source_indices": [event], "quotes": [sentence]}
 
 
 def extra_claims(model: dict[str, Any], texts: dict[int, str]
@@ -195,6 +209,8 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
                 "logprob": SCORES[DEFAULT_SCORE](f),
                 "p": verifier.prob(claim, row["input"]),
                 "p_sentence": verifier.prob(sentence_quoted(claim, texts), row["input"]),
+                "p_chosen": verifier.prob(codec_quoted(claim, texts), row["input"]),
+                "v6": claim_costs(claim_fields(wire_claim, "v6", texts)),
                 "v3": claim_costs(claim_fields(wire_claim, "v3", texts)),
                 "v5a": claim_costs(claim_fields(wire_claim, "v5a", texts)),
                 "v5b": claim_costs(claim_fields(wire_claim, "v5b", texts)),
@@ -262,6 +278,16 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
                     "gate": f"lp>={a:g} or p>={b:g}",
                     **replay("v5b", "quotes", lambda c: c["logprob"] >= a or c["p_sentence"] >= b,
                              repeats=True)})
+    for a, b in eithers:
+        designs.append({"design": "v6 (the codec quotes), gate at the end",
+                        "gate": f"lp>={a:g} or p>={b:g}",
+                        **replay("v6", None,
+                                 lambda c, a=a, b=b: c["logprob"] >= a or c["p_chosen"] >= b)})
+    a, b = eithers[0]
+    designs.append({"design": "v6 (the codec quotes), gate at the end, repeats rolled back",
+                    "gate": f"lp>={a:g} or p>={b:g}",
+                    **replay("v6", None, lambda c: c["logprob"] >= a or c["p_chosen"] >= b,
+                             repeats=True)})
     every = replay("v3", None, lambda c: True)
     measured = [w[3] for w in windows]
     claims = [c for w in windows for c in w[4]]
@@ -271,14 +297,14 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
         "windows": len(windows), "claims": len(claims), "extra_claims": len(extras),
         "lost_to_a_stop": lost,
         "extra_tokens_median": {wire: statistics.median(e[wire] for e in extras)
-                                if extras else 0 for wire in ("v3", "v5a", "v5b")},
+                                if extras else 0 for wire in WIRES},
         "calls_median": statistics.median(w[2] for w in windows),
         "measured_answer_tokens": {"median": statistics.median(measured),
                                    "p90": _quantile(measured, 0.9)},
         "every_claim_v3": every,
         "claim_tokens_median": {
             w: {k: statistics.median(c[w][k] for c in claims) for k in ("whole", "value", "quotes")}
-            for w in ("v3", "v5a", "v5b")},
+            for w in WIRES},
         "designs": designs,
     }
 
