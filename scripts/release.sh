@@ -36,8 +36,9 @@
 # (with a turns form and a gate: every turn proposes a claim for the gate to keep or drop; its
 # threshold chosen on val with proposing), TURN_HISTORY=none (turns forms: each turn reads the
 # window and its own question alone), TURN_QUOTES=own (turns forms: each turn quotes its own
-# event only) and EVENT_STAMPS=minute (extract prompts write the events' timestamps to the
-# minute). They go to the training (the form, the history, the stamps), the
+# event only), EVENT_STAMPS=minute (extract prompts write the events' timestamps to the
+# minute) and CLAIM_LAYOUT=v6 (turns forms: claims written without quotes, the codec quoting the
+# turn's sentence). They go to the training (the form, the history, the stamps, the layout), the
 # export (the receipt and the Modelfile), every evaluation of the student and live acceptance;
 # the base and the rules run ungated and do not propose, and the rules answer in the window form.
 # export/verify.py refuses a release whose evaluations ran the student otherwise.
@@ -95,6 +96,12 @@ if [ "$EVENT_STAMPS" != full ]; then
     WORKER_EXPORT+=(--event-stamps "$EVENT_STAMPS")
     WORKER_EVAL+=(--event-stamps "$EVENT_STAMPS")
     WORKER_TRAIN+=(--event-stamps "$EVENT_STAMPS")
+fi
+CLAIM_LAYOUT=${CLAIM_LAYOUT:-v3}
+if [ "$CLAIM_LAYOUT" != v3 ]; then
+    WORKER_EXPORT+=(--claim-layout "$CLAIM_LAYOUT")
+    WORKER_EVAL+=(--claim-layout "$CLAIM_LAYOUT")
+    WORKER_TRAIN+=(--claim-layout "$CLAIM_LAYOUT")
 fi
 
 ALL=(train heldout natural test live finish)

@@ -188,6 +188,20 @@ def test_prefix_items_accept_exactly_their_items_in_order(text, ok):
         assert jsonschema.Draft202012Validator(TUPLE).is_valid(value) == ok
 
 
+@pytest.mark.parametrize("text,ok", [
+    ('[3]', True), ('[3,"a"]', True), ('[3,"a",null]', True), ('[3,"b","xy"]', True),
+    ("[]", False),                                   # fewer than minItems
+    ('[3,null]', False),                             # an optional item is still its own item
+    ('[3,"a",null,null]', False), ('[3,]', False), ('["a"]', False),
+])
+def test_prefix_items_below_min_items_are_optional_in_order(text, ok):
+    """minItems below the prefix's length (wire v6: a claim's trailing defaults left out)."""
+    short = {**TUPLE, "minItems": 1}
+    assert Matcher(schema_to_gbnf(short)).accepts(text) == ok
+    if text != "[3,]":  # not JSON
+        assert jsonschema.Draft202012Validator(short).is_valid(json.loads(text)) == ok
+
+
 def test_prefix_items_without_max_items_and_nested():
     # items: false already bounds the length: maxItems may be left out
     no_max = {k: v for k, v in TUPLE.items() if k != "maxItems"}
@@ -207,10 +221,11 @@ def test_prefix_items_without_max_items_and_nested():
     ({"items": {"type": "null"}}, "items: false"),   # further items of a schema
     ({"items": True}, "items: false"),
     ({"items": None}, "items: false"),               # left out: further items are allowed
-    ({"minItems": 2}, "exactly 3"),
-    ({"minItems": None}, "exactly 3"),               # left out: minItems 0, shorter arrays
-    ({"maxItems": 4}, "exactly 3"),
-    ({"minItems": 4, "maxItems": 4}, "exactly 3"),
+    ({"minItems": 0}, "minItems 1 to 3"),
+    ({"minItems": None}, "minItems 1 to 3"),         # left out: minItems 0, an empty array
+    ({"maxItems": 4}, "maxItems 3"),
+    ({"maxItems": 2}, "maxItems 3"),
+    ({"minItems": 4, "maxItems": 4}, "minItems 1 to 3"),
     ({"prefixItems": []}, "non-empty"),
     ({"prefixItems": {"type": "null"}}, "non-empty"),
     ({"minLength": 1}, "do not apply"),

@@ -50,6 +50,10 @@ def test_worker_flags_run_a_release_worker_in_export_and_in_an_evaluation():
     assert worker_flags(worker, "n1") == ["--extract-form", "turns", "--claim-gate",
                                           f"n1={gate}", "--propose", "n1", *tail]
     assert worker_flags({}) == ["--extract-form", "window"]
+    assert worker_flags({"extract_form": "turns", "claim_layout": "v6"}, "s") == [
+        "--extract-form", "turns", "--claim-layout", "v6"]
+    with pytest.raises(WorkerError, match="claim layout 'v6' needs extract form"):
+        worker_flags({"extract_form": "window", "claim_layout": "v6"})
     with pytest.raises(WorkerError, match="propose needs"):
         worker_flags({"extract_form": "window", "propose": True})
 
@@ -158,7 +162,14 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder, n_ctx=2048)
     assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
-                    "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto"}
+                    "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto",
+                    "claim_layout": "v3"}
+    receipt["worker"] = {**TURNS, "claim_layout": "v6"}
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["claim_layout"] == "v6"
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, claim_layout="v3")
     receipt.pop("worker")
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)

@@ -487,3 +487,46 @@ def test_read_once_trains_one_row_per_turn_batched_by_window(assets):
         with pytest.raises(tconfig.ConfigError, match=message):
             tconfig.load_stage("coding", overrides={"extract_form": "turns",
                                                     "turn_history": "none", **over}).validate()
+
+
+def test_claim_layout_v6_trains_every_extract_turn_without_quotes(assets):
+    """`--claim-layout v6` (turns forms): every extract row's answers are v6 claims (no quotes,
+    the trailing defaults left out) and its prompt has the v6 claim lines, read once too; the
+    other tasks and the turns are as in v3; the decision weights find the v6 fields; the
+    provenance names the layout."""
+    from memworker import prompts, wire
+    from memworker.train import config as tconfig
+    from memworker.train import data as tdata
+    from memworker.train.model import load_tokenizer
+
+    def prepared(**over) -> dict:
+        cfg = tconfig.load_stage("coding", overrides={
+            "corpus": str(assets["coding"]), "val_rows": 4, "extract_form": "turns", **over})
+        return tloop.prepare_data(cfg)
+
+    v3, v6 = prepared(), prepared(claim_layout="v6", turn_history="none")
+    assert v6["provenance"]["claim_layout"] == "v6" and "claim_layout" not in v3["provenance"]
+    once = prepared(turn_history="none")
+    assert len(v6["train"]) == len(once["train"])
+    assert [r for r in v6["train"] if r["task"] != "extract"] == \
+        [r for r in once["train"] if r["task"] != "extract"]
+    written = 0
+    for a, b in zip(once["train"], v6["train"], strict=True):
+        if a["task"] != "extract":
+            continue
+        assert prompts.LAYOUT_LINES["v6"] in b["messages"][1]["content"]
+        old, new = json.loads(a["messages"][-1]["content"]), json.loads(b["messages"][-1]["content"])
+        assert new["claims"] == [wire.pack_v6(wire.unpack_claim(c)) for c in old["claims"]]
+        written += len(new["claims"])
+    assert written > 0
+    # the decision weights find each v6 claim's predicate and value (None: not aligned)
+    tokenizer = load_tokenizer(assets["base"])
+    row = next(r for r in v6["train"] if r["task"] == "extract"
+               and json.loads(r["messages"][-1]["content"])["claims"])
+    (enc,), _ = tdata.encode_rows(tokenizer, [row], 4096, "<|im_end|>")
+    answer = row["messages"][-1]["content"]
+    weights = tdata.decision_weights(tokenizer, enc, answer, 3.0)
+    assert weights is not None
+    starts = {name for _, name, _ in wire.field_starts(answer)}
+    assert {"predicate", "value"} <= starts and "quotes" not in starts
+    assert weights.count(3.0) >= 1 + 2 * len(json.loads(answer)["claims"])

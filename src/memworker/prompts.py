@@ -95,6 +95,43 @@ def show_stamp(timestamp: str, stamps: str = "full") -> str:
     return f"{m.group(1)} {m.group(2)}" if m else timestamp
 
 
+#: the extract prompt's lines that describe a claim (prompts/EXTRACT.txt), per claim layout
+#: (`memworker.wire.LAYOUTS`): v6 writes no quote (the codec quotes the turn's sentence) and
+#: leaves the trailing defaults out (`memworker.wire.pack_v6`)
+LAYOUT_LINES = {
+    "v3": ("- Each claim: [quotes, subject, subject type, predicate, value, kind, time "
+           "expression, superseded ids].\n"
+           "- quotes: [exact words, event number]. time expression: copied word for word, or "
+           "null. Never write a date."),
+    "v6": ("- Each claim: [predicate, value, subject, subject type, kind, time expression, "
+           'superseded ids], the last ones left out while they are "the user", "person", '
+           '"fact", null, [].\n'
+           "- No quotes: the sentence is quoted for you. time expression: copied word for "
+           "word, or null. Never write a date."),
+}
+
+
+def relayout(messages: list[dict[str, str]], layout: str = "v3") -> list[dict[str, str]]:
+    """`messages` of an extract request with the lines that describe a claim written for claim
+    layout `layout` (`LAYOUT_LINES`; v3 is the template's own text, returned unchanged).
+    Training rows and the codec's prompts both pass through here. PromptError for an unknown
+    layout or when no user message holds the template's lines."""
+    if layout not in LAYOUT_LINES:
+        raise PromptError(f"claim layout {layout!r}: one of {', '.join(LAYOUT_LINES)}")
+    if layout == "v3":
+        return messages
+    old, new = LAYOUT_LINES["v3"], LAYOUT_LINES[layout]
+    out, found = [], False
+    for m in messages:
+        if m["role"] == "user" and old in m["content"]:
+            found = True
+            m = {**m, "content": m["content"].replace(old, new, 1)}
+        out.append(m)
+    if not found:
+        raise PromptError("no user message holds the extract prompt's claim lines to relayout")
+    return out
+
+
 def events_block(inputs: dict[str, Any], stamps: str = "full") -> str:
     """The events of an extract request as its prompt lists them."""
     return _lines(inputs["events"], lambda event: format_event(event, stamps))

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memworker import wire
-from memworker.prompts import render
+from memworker.prompts import relayout, render
 from memworker.spans import sentence_offsets
 
 #: the user message that opens each turn (the first is appended to the window's prompt)
@@ -291,6 +291,21 @@ def read_once_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**row, "id": f"{row.get('id', '?')}#{k}", "window": row.get("id", "?"),
              "messages": _asking(prompt, line) + [{"role": "assistant", "content": answer}]}
             for k, (line, answer) in enumerate(zip(lines, answers, strict=True))]
+
+
+def layout_row(row: dict[str, Any], layout: str) -> dict[str, Any]:
+    """A training row of a turns form with its extract answers and prompt in claim layout
+    `layout` (`memworker.wire.LAYOUTS`): each assistant answer rewritten by
+    `wire.dump_layout` (v6: no quotes, the trailing defaults left out) and the prompt's claim
+    lines by `prompts.relayout`. Other tasks' rows, and every row in v3, come back as they are."""
+    if wire.check_layout(layout) == "v3" or row.get("task") != "extract":
+        return row
+    out = []
+    for m in relayout(row["messages"], layout):
+        if m["role"] == "assistant":
+            m = {**m, "content": wire.dump_layout("extract", json.loads(m["content"]), layout)}
+        out.append(m)
+    return {**row, "messages": out}
 
 
 # --- the walk (design (b)) ----------------------------------------------------------------------

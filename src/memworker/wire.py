@@ -173,6 +173,68 @@ def dump_answer(task: str, wire: dict[str, Any]) -> str:
     return json.dumps(order_answer(task, wire), ensure_ascii=False, separators=SEPARATORS)
 
 
+# --- wire v6: no quote written (the codec quotes the turn's sentence) ----------------------------
+
+#: the claim layouts a model can be trained and run in: "v3" (`CLAIM_FIELDS`) or "v6"
+LAYOUTS = ("v3", "v6")
+#: a v6 claim's fields in order (no quotes: the codec chooses the sentence of the turn's event,
+#: `spans.choose_sentence`); the trailing ones are left out while each is at its default
+#: (`V6_DEFAULTS`), so a plain fact about the user is `[predicate, value]`
+V6_FIELDS = ("predicate", "value", "name", "type", "kind", "time_expression", "supersedes")
+V6_DEFAULTS = {"name": "the user", "type": "person", "kind": "fact", "time_expression": None,
+               "supersedes": []}
+#: a v6 claim holds at least its predicate and value
+V6_MIN_ITEMS = 2
+
+
+def check_layout(layout: str) -> str:
+    """`layout` when it is one of `LAYOUTS`, else ValueError."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"claim layout {layout!r}: one of {', '.join(LAYOUTS)}")
+    return layout
+
+
+def pack_v6(record: dict[str, Any]) -> list[Any]:
+    """A claim record -> the v6 array the model writes: its quotes left out, and the trailing
+    fields at their defaults (`V6_DEFAULTS`) left out."""
+    items = [record["predicate"], record["value"], record["subject"]["name"],
+             record["subject"]["type"], record["kind"], record["time_expression"],
+             list(record["supersedes"])]
+    while len(items) > V6_MIN_ITEMS and items[-1] == V6_DEFAULTS[V6_FIELDS[len(items) - 1]]:
+        items.pop()
+    return items
+
+
+def unpack_v6(claim: list[Any], quotes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A v6 array as written -> a claim record with these quotes (the codec's): the left-out
+    trailing fields at their defaults. ValueError on a wrong shape."""
+    if not isinstance(claim, list) or not V6_MIN_ITEMS <= len(claim) <= len(V6_FIELDS):
+        raise ValueError(f"a v6 claim must be an array of {V6_MIN_ITEMS} to {len(V6_FIELDS)} "
+                         f"items ({', '.join(V6_FIELDS)})")
+    fields = dict(V6_DEFAULTS, **dict(zip(V6_FIELDS, claim, strict=False)))
+    return {"quotes": quotes, "subject": {"name": fields["name"], "type": fields["type"]},
+            "predicate": fields["predicate"], "value": fields["value"], "kind": fields["kind"],
+            "time_expression": fields["time_expression"],
+            "supersedes": list(fields["supersedes"]) if isinstance(fields["supersedes"], list)
+            else fields["supersedes"]}
+
+
+def is_v6_claim(claim: Any) -> bool:
+    """Whether a written claim array is in the v6 layout (its first item the predicate, a
+    string) rather than v3's (its first item the quotes, a list)."""
+    return isinstance(claim, list) and bool(claim) and isinstance(claim[0], str)
+
+
+def dump_layout(task: str, wire: dict[str, Any], layout: str = "v3") -> str:
+    """The assistant text of a wire answer in a claim layout: `dump_answer`'s text for v3 (and
+    for every answer that is not an extract answer); for v6, each claim packed by `pack_v6`."""
+    if check_layout(layout) == "v3" or task != "extract":
+        return dump_answer(task, wire)
+    claims = order_answer(task, wire)["claims"]
+    return json.dumps({"claims": [pack_v6(unpack_claim(c)) for c in claims]},
+                      ensure_ascii=False, separators=SEPARATORS)
+
+
 # --- where each field's value starts in an answer's text ----------------------------------------
 
 def task_of_answer(answer: dict[str, Any]) -> str:
@@ -189,7 +251,8 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
     names of CLAIM_FIELDS ("quote" and "event" inside a quote pair). The scalar items of a list
     (ids in supersedes, the statements of observations) have no entry of their own: they belong
     to the list's field, whose entry is its "["; an extract claim is "claim", a quote pair
-    "pair".
+    "pair". An extract answer in the v6 layout (`dump_layout`) names its claims' items by
+    `V6_FIELDS`.
     Raises ValueError when `text` is not exactly what dump_answer writes for its value."""
     answer = json.loads(text)
     task = task_of_answer(answer)
@@ -220,7 +283,7 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
                 if names is not None:
                     visit(sub, names[n])
                 elif task == "extract" and field == "claims":
-                    visit(sub, "claim", CLAIM_FIELDS)
+                    visit(sub, "claim", V6_FIELDS if is_v6_claim(sub) else CLAIM_FIELDS)
                 elif field == "quotes":
                     visit(sub, "pair", ("quote", "event"))
                 else:
@@ -233,8 +296,12 @@ def field_starts(text: str) -> list[tuple[int, str, bool]]:
 
     visit(answer, "")
     try:  # keys in another order, or an extract claim as a record, are not dump_answer's text
-        exact = "".join(pieces) == text and dump_answer(task, answer) == text
-    except ValueError:
+        if task == "extract" and any(is_v6_claim(c) for c in answer["claims"]):
+            exact = "".join(pieces) == text and all(
+                is_v6_claim(c) and pack_v6(unpack_v6(c, [])) == c for c in answer["claims"])
+        else:
+            exact = "".join(pieces) == text and dump_answer(task, answer) == text
+    except (ValueError, KeyError, TypeError):
         exact = False
     if not exact:
         raise ValueError("not the exact text dump_answer writes for this answer")

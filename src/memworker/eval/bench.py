@@ -51,6 +51,7 @@ from memworker.inference.samples import SAMPLES
 from memworker.prompts import EVENT_STAMPS, to_chatml
 from memworker.registry import embedded_gguf_path
 from memworker.samples import read_samples
+from memworker.wire import LAYOUTS
 
 REFERENCE_DECODE = 85.0  # tok/s the issue's absolute latency targets assume (FACTS.md)
 # mode -> (kv_cache, greedy_grammar, use the grammar)
@@ -338,6 +339,8 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
         history += f", event timestamps {worker.event_stamps}"
     if worker.turn_quotes != "upto":
         history += ", each turn quoting its own event"
+    if worker.claim_layout != "v3":
+        history += f", claims in layout {worker.claim_layout}"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -357,7 +360,8 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
                                         claim_gate=args.claim_gate, propose=args.propose,
                                         turn_history=args.turn_history,
                                         event_stamps=args.event_stamps,
-                                        turn_quotes=args.turn_quotes)
+                                        turn_quotes=args.turn_quotes,
+                                        claim_layout=args.claim_layout)
     workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
     print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
     if args.baseline:
@@ -596,6 +600,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--event-stamps", default="full", choices=EVENT_STAMPS,
                    help="--worker: how extract prompts write the events' timestamps (full; "
                         "minute: a student trained with train/run.py --event-stamps minute)")
+    p.add_argument("--claim-layout", default="v3", choices=LAYOUTS,
+                   help="--worker, turns forms: v6, claims written without quotes, the codec "
+                        "quoting the turn's sentence (a student trained with train/run.py "
+                        "--claim-layout v6)")
     p.add_argument("--baseline", metavar="RELEASE_DIR",
                    help="--worker: a release folder whose worker (its receipt's form, gate and "
                         "proposing) takes the same windows in the same run, each worker in turn: "

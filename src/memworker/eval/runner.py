@@ -32,6 +32,7 @@ from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.rules import RulesBackend
 from memworker.prompts import EVENT_STAMPS, to_chatml
 from memworker.samples import SAMPLES, EvalError, read_samples, repair_samples  # noqa: F401
+from memworker.wire import LAYOUTS
 
 MAX_BACKEND_FAILURES = 3
 
@@ -112,12 +113,16 @@ class Sampler:
     #: how extract prompts write the events' timestamps (`memworker.prompts.EVENT_STAMPS`:
     #: "full" as the event has it, or "minute"), every form, every model arm
     event_stamps: str = "full"
+    #: how a model arm writes an extract claim in the turns forms (`memworker.wire.LAYOUTS`:
+    #: "v3", or "v6", no quotes, the codec quoting the turn's sentence: `codec.run_turns(layout=)`)
+    claim_layout: str = "v3"
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
 LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
-                                  "turn_history": "answers", "event_stamps": "full"}
+                                  "turn_history": "answers", "event_stamps": "full",
+                                  "claim_layout": "v3"}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -192,6 +197,12 @@ def add_turn_options(parser: Any) -> None:
                              "has them (full, the default) or to the minute without seconds and "
                              "UTC offset (minute; memworker.prompts.restamp); evaluate a student "
                              "so when it was trained so (train/run.py --event-stamps)")
+    parser.add_argument("--claim-layout", choices=LAYOUTS, default="v3",
+                        help="with --extract-form turns or sentences: how model arms write an "
+                             "extract claim, v3 (the default) or v6 (no quotes: the codec quotes "
+                             "the sentence of the turn's event each claim points at; the "
+                             "trailing defaults left out); for a student trained so "
+                             "(train/run.py --claim-layout)")
 
 
 def check_turn_options(args: Any) -> None:
@@ -200,6 +211,8 @@ def check_turn_options(args: Any) -> None:
         raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
     if args.turn_history != "answers" and args.extract_form not in tforms.TURN_FORMS:
         raise EvalError("--turn-history applies to --extract-form turns or sentences only")
+    if getattr(args, "claim_layout", "v3") != "v3" and args.extract_form not in tforms.TURN_FORMS:
+        raise EvalError("--claim-layout applies to --extract-form turns or sentences only")
 
 
 def add_propose_option(parser: Any) -> None:
@@ -302,6 +315,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                        **({"history": sampler.turn_history} if turns and
                                           sampler.turn_history != "answers" else {}),
                                        stamps=sampler.event_stamps,
+                                       **({"layout": sampler.claim_layout} if turns and
+                                          sampler.claim_layout != "v3" else {}),
                                        **({"propose": True} if turns and propose
                                           else {}))
             generations = result.turns

@@ -18,6 +18,7 @@ from memworker.export.verify import verify_release
 from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import RELEASE_RECEIPT
 from memworker.turns import HISTORIES, TURN_QUOTES
+from memworker.wire import LAYOUTS
 
 EXPECTED = (ExportError, registry.BaseUnavailable, converter.ConverterUnavailable,
             converter.ConversionFailed)
@@ -80,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with a turns form: own, each turn's claims quote its own event "
                              "only; recorded as the release's worker; evaluate the student so "
                              "(eval/run.py --turn-quotes own)")
+    parser.add_argument("--claim-layout", default="v3", choices=LAYOUTS,
+                        help="with a turns form: v6, the student writes claims without quotes "
+                             "and the codec quotes the turn's sentence (a student trained with "
+                             "train/run.py --claim-layout v6); recorded as the release's worker; "
+                             "evaluate the student so (eval/run.py --claim-layout v6)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -107,7 +113,7 @@ def run(args: argparse.Namespace) -> list[str]:
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
-                                 **common)
+                                 claim_layout=args.claim_layout, **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]
         lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "

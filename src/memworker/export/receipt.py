@@ -115,7 +115,8 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
                          worker.get("propose") is True,
                          worker.get("turn_history", "answers"),
                          worker.get("event_stamps", "full"),
-                         worker.get("turn_quotes", "upto")) != worker:
+                         worker.get("turn_quotes", "upto"),
+                         worker.get("claim_layout", "v3")) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
     except WorkerError as exc:
         return [f"{where}: worker: {exc}"]
@@ -137,7 +138,9 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
                **({"event_stamps": sampler["event_stamps"]}
                   if sampler.get("event_stamps", "full") != "full" else {}),
                **({"turn_quotes": sampler["turn_quotes"]}
-                  if sampler.get("turn_quotes", "upto") != "upto" else {})}
+                  if sampler.get("turn_quotes", "upto") != "upto" else {}),
+               **({"claim_layout": sampler["claim_layout"]}
+                  if sampler.get("claim_layout", "v3") != "v3" else {})}
         if ran != worker:
             problems.append(f"{where}: evaluation {name} ran the student with "
                             f"{mfile.worker_words(ran)}, but the release ships "

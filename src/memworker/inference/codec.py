@@ -71,18 +71,20 @@ from typing import Any
 
 import jsonschema
 
-from memworker import contracts, derive, temporal, verify, wire
+from memworker import contracts, derive, spans, temporal, verify, wire
 from memworker import turns as turns_form
 from memworker.inference.grammar import schema_to_gbnf
 from memworker.inference.schema import (
     CONTRACT_LIMITS,
     DEFAULT_BUDGET,
+    InputError,
     Limits,
     build_schema,
     check_inputs,
     max_tokens_for,
+    v6_schema,
 )
-from memworker.prompts import check_stamps, render, restamp
+from memworker.prompts import check_stamps, relayout, render, restamp
 from memworker.safety import redact
 from memworker.turns import FORMS
 from memworker.verify import Finding
@@ -482,9 +484,13 @@ _VERIFY = {"extract": _extract, "consolidate": _consolidate, "reflect": _reflect
 # --- public API -----------------------------------------------------------------------------------
 
 def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | None = None,
-           schema: dict[str, Any] | None = None) -> CodecResult:
+           schema: dict[str, Any] | None = None, layout: str = "v3",
+           event: int | None = None) -> CodecResult:
     """One raw output -> CodecResult, or a CodecError subclass (see the module docstring).
-    Bad *inputs* raise schema.InputError (the caller's mistake, not the model's)."""
+    Bad *inputs* raise schema.InputError (the caller's mistake, not the model's). `layout` "v6"
+    (an extract turn's answer in claim layout v6, `memworker.wire.V6_FIELDS`): each claim is
+    quoted with the sentence of event `event` that the codec chooses (`_from_v6`) and then
+    checked as a v3 answer against `schema`, the v3 schema."""
     attempt = Attempt(raw=raw, finish_reason=finish_reason)
     try:
         if schema is None:
@@ -497,6 +503,8 @@ def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | 
         diagnostics: list[str] = []
         dropped: list[Finding] = []
         doc = parse_answer(raw, diagnostics)
+        if wire.check_layout(layout) == "v6" and task == "extract":
+            doc = _from_v6(doc, inputs, event)
         try:
             wire_answer, output = _VERIFY[task](doc, inputs, schema, diagnostics, dropped)
         except RecursionError:
@@ -510,6 +518,34 @@ def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | 
         raise
     return CodecResult(task=task, output=output, wire=wire_answer, raw=raw,
                        diagnostics=diagnostics, attempts=[attempt], dropped=dropped)
+
+
+def _from_v6(doc: Any, inputs: dict[str, Any], event: int | None) -> dict[str, Any]:
+    """A v6 extract answer (claims without quotes, their trailing defaults left out) -> the v3
+    wire answer the rest of the codec checks: each claim quoted with the sentence of `event`
+    that its value, subject and predicate point at (`spans.choose_sentence`). An answer of
+    another shape, or a claim in an event that offers no sentence, is invalid."""
+    if not isinstance(doc, dict) or set(doc) != {"claims"} or not isinstance(doc["claims"], list):
+        raise _invalid(['a v6 extract answer is {"claims":[...]} and nothing else'])
+    texts = {e["index"]: e["text"] for e in inputs["events"]}
+    if event not in texts:
+        raise InputError(f"v6 answers are quoted from the turn's event; event {event!r} is not "
+                         "one of the request's")
+    claims = []
+    for n, claim in enumerate(doc["claims"]):
+        try:
+            record = wire.unpack_v6(claim, [])
+        except ValueError as exc:
+            raise _invalid([f"claims/{n}: {exc}"]) from None
+        text = lambda v: v if isinstance(v, str) else ""  # noqa: E731 (the schema check follows)
+        sentence = spans.choose_sentence(texts[event], text(record["value"]) or None,
+                                         text(record["subject"]["name"]),
+                                         text(record["predicate"]))
+        if sentence is None:
+            raise _invalid([f"claims/{n}: event {event} offers no sentence to quote"])
+        record["quotes"] = [{"quote": sentence, "event": event}]
+        claims.append(wire.pack_claim(record))
+    return {"claims": claims}
 
 
 def verify_canonical(task: str, inputs: dict[str, Any], canonical: dict[str, Any]) -> CodecResult:
@@ -527,6 +563,10 @@ class Request:
     schema: dict[str, Any]
     grammar: str | None
     max_tokens: int
+    #: the claim layout the model writes (`memworker.wire.LAYOUTS`) and, for v6, the event
+    #: its claims are quoted from (the turn's)
+    layout: str = "v3"
+    event: int | None = None
 
 
 def prepare(task: str, inputs: dict[str, Any], *, backend: Any = None, use_grammar: bool = True,
@@ -595,7 +635,7 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
     if decoder is None:
         def decoder(raw: str, finish_reason: str | None) -> CodecResult:
             return decode(request.task, request.inputs, raw, finish_reason=finish_reason,
-                          schema=request.schema)
+                          schema=request.schema, layout=request.layout, event=request.event)
     attempts: list[Attempt] = []
     messages = list(request.messages)
     while True:
@@ -637,29 +677,30 @@ def _schema_upto(inputs: dict[str, Any], event: int, budget: int | None,
 def _turn_request(backend: Any, inputs: dict[str, Any], event: int,
                   messages: list[dict[str, str]], use_grammar: bool,
                   max_tokens: int | None, own_quotes: bool = False,
-                  propose: bool = False) -> Request:
+                  propose: bool = False, layout: str = "v3") -> Request:
     """The request of one turn: the conversation so far, `_schema_upto` its event; with
     `propose`, its grammar makes the model write at least one claim (a generation constraint
     only: the answer is checked against the schema as usual, so a proposed claim the codec drops
-    leaves an empty turn, not a failed one)."""
+    leaves an empty turn, not a failed one). In claim layout v6 the grammar writes v6 claims
+    (`v6_schema`) and the codec quotes them from the turn's own event."""
     context_left, budget = _context_budget(backend, messages, "extract")
-    schema = _schema_upto(inputs, event, budget, own_quotes)
-    generate = schema
+    schema = _schema_upto(inputs, event, budget, own_quotes or layout == "v6")
+    generate = v6_schema(schema) if wire.check_layout(layout) == "v6" else schema
     if propose and schema["properties"]["claims"].get("maxItems", 1) >= 1:
-        generate = json.loads(json.dumps(schema))
+        generate = json.loads(json.dumps(generate))
         generate["properties"]["claims"]["minItems"] = 1
     limit = max_tokens_for(schema, context_left=context_left)
     if max_tokens is not None:
         limit = min(limit, max_tokens)
     return Request("extract", inputs, messages, schema,
-                   schema_to_gbnf(generate) if use_grammar else None, limit)
+                   schema_to_gbnf(generate) if use_grammar else None, limit, layout, event)
 
 
 def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0, seed: int = 0,
               use_grammar: bool = True, max_tokens: int | None = None,
               retries: int = 1, own_quotes: bool = False, form: str = "turns",
               propose: bool = False, history: str = "answers",
-              stamps: str = "full") -> CodecResult:
+              stamps: str = "full", layout: str = "v3") -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -678,7 +719,11 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     threshold are dropped), not the greedy choice at that fork (train/README "Propose, then
     gate"). `history` "none": each turn's prompt is the window and its own question alone
     (`memworker.turns` "Read once"), not the turns before it. `stamps`: how the prompts write
-    the events' timestamps (`prepare`)."""
+    the events' timestamps (`prepare`). `layout` "v6": the model writes its claims in claim
+    layout v6 (no quotes, `memworker.wire.V6_FIELDS`) and the codec quotes each from the
+    sentence of the turn's event it points at (`_from_v6`), so every turn quotes its own event
+    (as `own_quotes`)."""
+    wire.check_layout(layout)
     if history not in turns_form.HISTORIES:
         raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
     check_stamps(stamps)
@@ -690,10 +735,12 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     diagnostics: list[str] = []
     dropped: list[Finding] = []
     for k, turn in enumerate(asked):
-        messages = restamp(turns_form.messages(inputs, answers, form) if history == "answers"
-                           else turns_form.once_messages(inputs, k, form), inputs, stamps)
+        messages = relayout(restamp(turns_form.messages(inputs, answers, form)
+                                    if history == "answers"
+                                    else turns_form.once_messages(inputs, k, form), inputs,
+                                    stamps), layout)
         request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
-                                own_quotes, propose)
+                                own_quotes, propose, layout)
         try:
             result = run_request(backend, request, temperature=temperature, seed=seed,
                                  retries=retries)

@@ -120,13 +120,23 @@ def _value_spans(text: str, i: int = 0) -> tuple[tuple[Span, list[Any]], int]:
 
 def claim_spans(raw: str) -> list[dict[str, Span]]:
     """Character spans of each wire claim's fields in a raw extract answer `{"claims":[...]}`:
-    the `CLAIM_FIELDS`, `quote` (the first quote's text) and `claim` (the whole array)."""
+    the `CLAIM_FIELDS`, `quote` (the first quote's text) and `claim` (the whole array). A claim
+    in layout v6 (its first item the predicate, `wire.V6_FIELDS`) has the fields it wrote; a
+    field it left out, and its `quote` (the codec's, never written), take the span of the whole
+    claim."""
     (_, (claims,)), _ = _value_spans(raw)
     out = []
     for span, fields in claims[1]:
-        spans = {name: value[0] for name, value in zip(wire.CLAIM_FIELDS, fields, strict=False)}
-        quotes = fields[0][1]
-        spans["quote"] = quotes[0][1][0][0] if quotes else spans["quotes"]
+        if fields and raw[fields[0][0][0]] != "[":  # v6: no quotes, the predicate first
+            spans = {name: span for name in wire.CLAIM_FIELDS}
+            spans.update({name: value[0]
+                          for name, value in zip(wire.V6_FIELDS, fields, strict=False)})
+            spans["quote"] = span
+        else:
+            spans = {name: value[0]
+                     for name, value in zip(wire.CLAIM_FIELDS, fields, strict=False)}
+            quotes = fields[0][1]
+            spans["quote"] = quotes[0][1][0][0] if quotes else spans["quotes"]
         spans["claim"] = span
         out.append(spans)
     return out

@@ -19,7 +19,8 @@ strict by construction:
 
 Supported keywords: `type` (one or a list), `enum`, `const`, `anyOf`, object `properties` /
 `required` / `additionalProperties: false`, array `items` / `minItems` / `maxItems`, a fixed-order
-array (`prefixItems`, with `items: false` and no other length than its own), string
+array (`prefixItems`, with `items: false` and maxItems its length; a minItems below it leaves
+the trailing items optional, in order), string
 `minLength` / `maxLength` / `pattern` (anchored; literals, classes, groups, `|`, `? * + {m,n}`,
 `\\d`), integer `minimum` / `maximum` (small ranges are enumerated), `number`, `boolean`, `null`.
 `uniqueItems` is accepted but *not enforced* (a grammar cannot express it; the codec checks
@@ -407,14 +408,25 @@ class _Converter:
         if schema.get("items") is not False:  # absent: any further items are allowed
             raise UnsupportedSchema(path, "prefixItems needs items: false (a fixed-order array)")
         n = len(prefix)
-        # an absent minItems is 0: shorter arrays would be valid, which the grammar refuses
-        if schema.get("minItems", 0) != n or schema.get("maxItems", n) != n:
-            raise UnsupportedSchema(path, f"a fixed-order array of {n} items must have exactly {n}")
+        lo = schema.get("minItems", 0)
+        # an absent minItems is 0: shorter arrays would be valid, which the grammar refuses; a
+        # minItems from 1 to n leaves the items after it optional, each only after the one
+        # before it (`[a,b]`, `[a,b,c]`, ... as JSON Schema allows a shorter prefix)
+        if not isinstance(lo, int) or not 1 <= lo <= n or schema.get("maxItems", n) != n:
+            raise UnsupportedSchema(path, f"a fixed-order array of {n} items must have minItems "
+                                          f"1 to {n} and maxItems {n}")
+        items = [self.visit(sub, f"{path}/prefixItems/{i}", f"{hint}-{i}")
+                 for i, sub in enumerate(prefix)]
+        tail = ""
+        for item in reversed(items[lo:]):
+            tail = f"({_join(gbnf_literal(ITEM_SEP), item, tail)})?"
         parts = ['"["']
-        for i, sub in enumerate(prefix):
+        for i, item in enumerate(items[:lo]):
             if i:
                 parts.append(gbnf_literal(ITEM_SEP))
-            parts.append(self.visit(sub, f"{path}/prefixItems/{i}", f"{hint}-{i}"))
+            parts.append(item)
+        if tail:
+            parts.append(tail)
         parts.append('"]"')
         return self.rule(hint, _join(*parts))
 

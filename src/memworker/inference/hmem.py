@@ -63,6 +63,7 @@ from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
 from memworker.prompts import EVENT_STAMPS
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
+from memworker.wire import LAYOUTS
 
 ROLES = ("user", "assistant", "tool")
 _KIND_IMPORTANCE = {"relationship": 7, "retraction": 7, "preference": 6, "fact": 6, "plan": 6,
@@ -77,7 +78,8 @@ class WorkerError(InputError):
 
 def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   propose: bool = False, turn_history: str = "answers",
-                  event_stamps: str = "full", turn_quotes: str = "upto") -> dict[str, Any]:
+                  event_stamps: str = "full", turn_quotes: str = "upto",
+                  claim_layout: str = "v3") -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
@@ -86,7 +88,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     "Read once") likewise, recorded only when set; and `event_stamps` "minute" (extract prompts
     write the events' timestamps to the minute, `memworker.prompts.restamp`) and `turn_quotes`
     "own" (turns forms: each turn's claims quote its own event only, `codec.run_turns(own_quotes=
-    True)`) likewise."""
+    True)`) likewise, and `claim_layout` "v6" (turns forms: claims written without quotes, the
+    codec quoting the turn's sentence, `codec.run_turns(layout="v6")`)."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -112,11 +115,17 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                           + " or ".join(TURN_FORMS))
     if event_stamps not in EVENT_STAMPS:
         raise WorkerError(f"event stamps {event_stamps!r}: one of {', '.join(EVENT_STAMPS)}")
+    if claim_layout not in LAYOUTS:
+        raise WorkerError(f"claim layout {claim_layout!r}: one of {', '.join(LAYOUTS)}")
+    if claim_layout != "v3" and extract_form not in TURN_FORMS:
+        raise WorkerError("claim layout " + repr(claim_layout) + " needs extract form "
+                          + " or ".join(TURN_FORMS))
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
             **({"event_stamps": event_stamps} if event_stamps != "full" else {}),
-            **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {})}
+            **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {}),
+            **({"claim_layout": claim_layout} if claim_layout != "v3" else {})}
 
 
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
@@ -126,13 +135,14 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
     variables."""
     w = worker_config(worker.get("extract_form", "window"), worker.get("claim_gate"),
                       bool(worker.get("propose")), worker.get("turn_history", "answers"),
-                      worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"))
+                      worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
+                      worker.get("claim_layout", "v3"))
     flags = ["--extract-form", w["extract_form"]]
     if w["claim_gate"]:
         flags += ["--claim-gate", w["claim_gate"] if arm is None else f"{arm}={w['claim_gate']}"]
     if w.get("propose"):
         flags += ["--propose"] if arm is None else ["--propose", arm]
-    for key in ("turn_history", "event_stamps", "turn_quotes"):
+    for key in ("turn_history", "event_stamps", "turn_quotes", "claim_layout"):
         if key in w:
             flags += ["--" + key.replace("_", "-"), w[key]]
     return flags
@@ -171,9 +181,10 @@ class MemWorkerBackend:
                  max_tokens: int | None = None, extract_form: str = "window",
                  claim_gate: ClaimGate | str | None = None, propose: bool = False,
                  turn_history: str = "answers", event_stamps: str = "full",
-                 turn_quotes: str = "upto"):
+                 turn_quotes: str = "upto", claim_layout: str = "v3"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
-                      else claim_gate, propose, turn_history, event_stamps, turn_quotes)
+                      else claim_gate, propose, turn_history, event_stamps, turn_quotes,
+                      claim_layout)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -194,6 +205,9 @@ class MemWorkerBackend:
         #: turns forms: "own", each turn's claims quote its own event only; "upto", it and the
         #: events before it
         self.turn_quotes = turn_quotes
+        #: turns forms: "v6", claims written without quotes, the codec quoting the turn's
+        #: sentence (`memworker.wire.V6_FIELDS`); "v3", as the wire was
+        self.claim_layout = claim_layout
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -226,7 +240,7 @@ class MemWorkerBackend:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
-                        "event_stamps", "turn_quotes"} & set(kwargs))
+                        "event_stamps", "turn_quotes", "claim_layout"} & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
         worker = receipt.get("worker") or {}
@@ -235,7 +249,8 @@ class MemWorkerBackend:
                              propose=bool(worker.get("propose", False)),
                              turn_history=worker.get("turn_history", "answers"),
                              event_stamps=worker.get("event_stamps", "full"),
-                             turn_quotes=worker.get("turn_quotes", "upto"), **kwargs)
+                             turn_quotes=worker.get("turn_quotes", "upto"),
+                             claim_layout=worker.get("claim_layout", "v3"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -263,7 +278,9 @@ class MemWorkerBackend:
                                           if self.turn_history != "answers" else {}),
                                        stamps=self.event_stamps,
                                        **({"own_quotes": True}
-                                          if self.turn_quotes == "own" else {}))
+                                          if self.turn_quotes == "own" else {}),
+                                       **({"layout": self.claim_layout}
+                                          if self.claim_layout != "v3" else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

@@ -49,6 +49,7 @@ with `finish_reason == "length"` and the codec reports it as truncated (never si
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass, replace
@@ -260,6 +261,23 @@ def build_schema(task: str, inputs: dict[str, Any], *, budget_tokens: int | None
         if typical_tokens(schema) <= budget_tokens:
             break
     return schema
+
+
+def v6_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The generation schema of an extract request in claim layout v6 (`memworker.wire.V6_FIELDS`)
+    from its v3 dynamic schema (`build_schema`): each claim `[predicate, value, name, type, kind,
+    time expression, supersedes]` with the same choices and bounds as v3's, no quotes (the codec
+    quotes the turn's sentence), the items after the value optional in order (left out while at
+    their defaults). The codec checks the answer, once its quotes are filled, against the v3
+    schema."""
+    out = copy.deepcopy(schema)
+    claims = out["properties"]["claims"]
+    v3 = claims["items"]["prefixItems"]
+    claims["items"] = {"type": "array", "items": False, "minItems": 2, "maxItems": 7,
+                       "description": "[predicate, value, name, type, kind, time expression, "
+                                      "supersedes], the trailing defaults left out (wire v6)",
+                       "prefixItems": [v3[3], v3[4], v3[1], v3[2], v3[5], v3[6], v3[7]]}
+    return out
 
 
 def with_limits(base: Limits = CONTRACT_LIMITS, **changes: int) -> Limits:

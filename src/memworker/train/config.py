@@ -21,6 +21,7 @@ from memworker.contracts import TASKS
 from memworker.hashing import sha256_json
 from memworker.prompts import EVENT_STAMPS
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS
+from memworker.wire import LAYOUTS
 
 STAGE_ORDER = ("coding", "general-a", "general")
 #: where a stage's parent adapter comes from (`StageConfig.parent_from`)
@@ -118,6 +119,12 @@ class StageConfig:
                            "offset: ~12 prompt tokens an event less; memworker.prompts.restamp, "
                            "the codec writes them so too); evaluate with eval/run.py "
                            "--event-stamps")
+    claim_layout: str = _f("v3", "turns forms: how an extract claim is written: v3 (the quotes "
+                           "first, every field) or v6 (no quotes, the codec quotes the turn's "
+                           "sentence; predicate and value first, the trailing defaults left out: "
+                           "memworker.wire.V6_FIELDS, the prompt's claim lines as "
+                           "memworker.prompts.relayout writes them); evaluate with eval/run.py "
+                           "--claim-layout")
     merged_days: float = _f(0.0, "share of the train split's extract windows (0-1, chosen by "
                             "their id's sha256) that are also trained with each day's user "
                             "messages merged into one (memworker.packing.merge_row: the same "
@@ -226,6 +233,13 @@ class StageConfig:
             problems.append(f"merged_days must be between 0 and 1, not {self.merged_days}")
         elif self.merged_days and self.extract_form == "walk":
             problems.append("merged_days needs the window, turns or sentences form, not walk")
+        if self.claim_layout not in LAYOUTS:
+            problems.append(f"claim_layout must be one of {', '.join(LAYOUTS)}, not "
+                            f"{self.claim_layout!r}")
+        elif self.claim_layout != "v3" and self.extract_form not in TURN_FORMS:
+            problems.append(f"claim_layout {self.claim_layout} needs a turns form "
+                            f"({', '.join(TURN_FORMS)}): its claims are quoted from the turn's "
+                            "event")
         if self.decision_weight <= 0:
             problems.append(f"decision_weight must be > 0, not {self.decision_weight}")
         if self.learning_rate <= 0:
@@ -249,7 +263,8 @@ class StageConfig:
 
 
 #: fields added after runs were recorded, at the default that reproduces those runs
-LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full", "parent_from": "stage"}
+LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full", "parent_from": "stage",
+                                  "claim_layout": "v3"}
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 

@@ -386,6 +386,10 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         provenance["event_stamps"] = cfg.event_stamps
     if cfg.merged_days:
         provenance["merged_days"] = {"share": cfg.merged_days, "rows": len(merged)}
+    if cfg.claim_layout != "v3":   # every extract row, the mixed and merged ones too
+        train = [turns.layout_row(r, cfg.claim_layout) for r in train]
+        val = [turns.layout_row(r, cfg.claim_layout) for r in val]
+        provenance["claim_layout"] = cfg.claim_layout
     if left_out:
         provenance["left_out_tasks"] = sorted(left_out)
     if cfg.train_rows:

@@ -37,7 +37,7 @@ from memworker.hashing import write_json
 
 #: sampler fields two folders must share for their arms to be compared
 SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes", "turn_history",
-                  "event_stamps")
+                  "event_stamps", "claim_layout")
 
 
 def parse_arm(spec: str) -> tuple[str, Path, str]:
