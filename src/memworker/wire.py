@@ -60,6 +60,15 @@ come and scored consolidation 0/10, reflection 1/10 on val).
 The order lives in the schema files (schemas/*_wire); `key_order` reads it there, so the grammar,
 `order_answer` and `dump_answer` follow it.
 
+**Claim layout v6** (`LAYOUTS`; issue 48, docs/research/inference-speed.md "Quotes chosen by the
+codec"): in the turns forms a student may write each claim as `[predicate, value, name, type,
+kind, time expression, supersedes]` with no quotes and the trailing fields left out while each is
+at its default (`V6_FIELDS`, `V6_DEFAULTS`, `pack_v6`: a plain fact about the user is
+`[predicate, value]`). The codec quotes the sentence of the turn's event that the claim points at
+(`memworker.spans.choose_sentence`) and from there handles the claim as a v3 record
+(`unpack_v6`); training targets are `dump_layout(task, answer, "v6")`. Half a claim's tokens
+were its copied quote.
+
 This module only converts shapes, resolves dates and derives what the model does not write;
 verification against the inputs (exact spans, known ids, secrets, untrusted sources) is the
 codec's job (memworker.inference).
