@@ -445,6 +445,9 @@ def test_the_main_job_continues_the_committed_release_and_runs_its_worker(tiny, 
                           "0", *args, "--eval-rows", "2"]) == 0
     out = capsys.readouterr().out
     assert "warm-starts from the committed release's student (committed/proof/general-a" in out
+    assert ("stage receipts: fresh/general/receipt.json (trained here; copy in receipts/), "
+            "warm-started from the committed release's student committed/proof/general-a/"
+            "receipt.json (its chain coding → general-a: receipts/<stage>-receipt.json") in out
     assert not Path("fresh/general-a").exists() and not Path("fresh/coding").exists()
     release = _receipt(Path("release"))
     assert release["worker"] == {"extract_form": "turns", "claim_gate": gate, "propose": True}

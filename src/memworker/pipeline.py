@@ -218,8 +218,18 @@ def evaluate_release(receipt: dict[str, Any], args) -> int:
     stages = [e["stage"] for e in doc.get("lineage") or []]
     verdict = (doc.get("gate") or {}).get("verdict")
     runs = Path(args.runs_dir)
-    print(f"stage receipts: {', '.join(str(runs / s / RECEIPT) for s in stages)}"
-          + (f" (copies in {args.receipts_dir}/)" if args.receipts_dir else ""))
+    if (receipt.get("config") or {}).get("parent_from") == "release":
+        # only the last stage ran here; the ones before it are the committed release's chain
+        earlier = stages[:-1]
+        parent = (receipt.get("parent") or {}).get("run_dir")
+        print(f"stage receipts: {runs / stages[-1] / RECEIPT} (trained here"
+              + (f"; copy in {args.receipts_dir}/" if args.receipts_dir else "")
+              + f"), warm-started from the committed release's student {parent}/{RECEIPT}"
+              + (f" (its chain {' → '.join(earlier)}: receipts/<stage>-receipt.json, "
+                 "trained by scripts/release.sh)" if earlier else ""))
+    else:
+        print(f"stage receipts: {', '.join(str(runs / s / RECEIPT) for s in stages)}"
+              + (f" (copies in {args.receipts_dir}/)" if args.receipts_dir else ""))
     print(f"release: {release}/ (receipt {release / RELEASE_RECEIPT}"
           + (f", copy {Path(args.receipts_dir) / RELEASE_RECEIPT}" if args.receipts_dir else "")
           + (f"; release gate: {verdict}" if verdict else "")
