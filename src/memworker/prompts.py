@@ -120,7 +120,14 @@ def relayout(messages: list[dict[str, str]], layout: str = "v3") -> list[dict[st
         raise PromptError(f"claim layout {layout!r}: one of {', '.join(LAYOUT_LINES)}")
     if layout == "v3":
         return messages
-    old, new = LAYOUT_LINES["v3"], LAYOUT_LINES[layout]
+    return _replace_in_user(messages, LAYOUT_LINES["v3"], LAYOUT_LINES[layout],
+                            "the extract prompt's claim lines to relayout")
+
+
+def _replace_in_user(messages: list[dict[str, str]], old: str, new: str,
+                     what: str) -> list[dict[str, str]]:
+    """`messages` with `old` replaced by `new` (once) in every user message holding it;
+    PromptError naming `what` when none does."""
     out, found = [], False
     for m in messages:
         if m["role"] == "user" and old in m["content"]:
@@ -128,7 +135,7 @@ def relayout(messages: list[dict[str, str]], layout: str = "v3") -> list[dict[st
             m = {**m, "content": m["content"].replace(old, new, 1)}
         out.append(m)
     if not found:
-        raise PromptError("no user message holds the extract prompt's claim lines to relayout")
+        raise PromptError(f"no user message holds {what}")
     return out
 
 
@@ -146,16 +153,8 @@ def restamp(messages: list[dict[str, str]], inputs: dict[str, Any],
     sees the same prompt in both. PromptError when no user message holds the block."""
     if check_stamps(stamps) == "full":
         return messages
-    old, new = events_block(inputs, "full"), events_block(inputs, stamps)
-    out, found = [], False
-    for m in messages:
-        if m["role"] == "user" and old in m["content"]:
-            found = True
-            m = {**m, "content": m["content"].replace(old, new, 1)}
-        out.append(m)
-    if not found:
-        raise PromptError("no user message holds the request's events to restamp")
-    return out
+    return _replace_in_user(messages, events_block(inputs, "full"), events_block(inputs, stamps),
+                            "the request's events to restamp")
 
 
 def format_existing_fact(fact: dict[str, Any]) -> str:
