@@ -52,6 +52,19 @@ def test_claims_a_turn_wrote_again_are_counted_and_known_as_repeats():
     assert [e["repeat"] for e in extra] == [True, True]
 
 
+def test_a_v6_runs_written_claims_are_matched_in_their_own_layout():
+    """A run in claim layout v6 wrote `[predicate, value, ...]` without quotes; its accepted
+    claims (the sample's wire, v3 with the codec's quotes) are found among them, and a repeat is
+    still known by its predicate and value."""
+    from memworker import wire
+
+    v6 = wire.pack_v6(wire.unpack_claim(V3))
+    model = {"turns": [{"raw": json.dumps({"claims": [v6, v6]})}], "wire": {"claims": [V3]}}
+    extra, lost = study.extra_claims(model, TEXTS, "v6")
+    assert len(extra) == 1 and extra[0]["repeat"] and not lost
+    assert extra[0]["v6"] == study.claim_costs(claim_fields(V3, "v6", TEXTS))["whole"]
+
+
 def test_the_replay_keeps_what_each_gate_keeps_and_rolls_back_the_rest(tiny_corpus, tmp_path,
                                                                        capsys):
     """Every token of the fabricated arm at log p -1, so every claim scores -2: A=-100 keeps them

@@ -34,7 +34,9 @@ above). Caveats, by construction of a replay: a rolled-back claim may change wha
 writes after it (the replay assumes the recorded continuation), and the grader checks a quote as a
 substring, so a sentence quote grades as its clause did (wire_cost "Quotes chosen, not copied").
 The measured answer tokens of the recorded run are printed beside the replayed `v3` figure as a
-check on the counting.
+check on the counting. A run in claim layout v6 (`eval/run.py --claim-layout v6`) is replayed from
+its accepted claims with the codec's quotes; the claims it wrote and the codec did not accept have
+no quote, so only their v6 figures are exact (the other wires count them without one).
 
     python eval/studies/rollback.py --out receipts/eval/natural-dev/e22-once --model n1
     python eval/studies/rollback.py --out receipts/eval/val-47/e22-once --model e22 \\
@@ -52,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker import spans
+from memworker import wire as wire_layout
 from memworker.corpus import tokens as corpus_tokens
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, read_samples
 from memworker.eval.studies.confidence import Rows
@@ -129,7 +132,7 @@ def codec_quoted(claim: dict[str, Any], texts: dict[int, str]) -> dict[str, Any]
     return {**claim, "source_indices": [event], "quotes": [sentence]}
 
 
-def extra_claims(model: dict[str, Any], texts: dict[int, str]
+def extra_claims(model: dict[str, Any], texts: dict[int, str], layout: str = "v3"
                  ) -> tuple[list[dict[str, Any]], set[int]]:
     """(the claims a sample's turns wrote that the codec did not accept, the accepted claims a
     turn stopped at its first repeat would never write).
@@ -142,6 +145,9 @@ def extra_claims(model: dict[str, Any], texts: dict[int, str]
     of the same turn: a greedy student that writes one has entered a loop. The accepted claims are
     the sample's wire claims, matched to the written ones in order."""
     accepted = [json.dumps(c) for c in model["wire"]["claims"]]
+    # a run in claim layout v6 wrote its claims without quotes: matched in that layout
+    accepted_v6 = [json.dumps(wire_layout.pack_v6(wire_layout.unpack_claim(c)))
+                   for c in model["wire"]["claims"]]
     at = 0
     out: list[dict[str, Any]] = []
     lost: set[int] = set()
@@ -155,14 +161,17 @@ def extra_claims(model: dict[str, Any], texts: dict[int, str]
         stopped = False
         for claim in written:
             key = json.dumps(claim)
+            v6 = layout == "v6" and wire_layout.is_v6_claim(claim)
             try:
+                if v6:  # as a v3 claim without quotes: its v6 tokens are exact
+                    claim = wire_layout.pack_claim(wire_layout.unpack_v6(claim, []))
                 costs = {w: claim_costs(claim_fields(claim, w, texts)) for w in WIRES}
                 pair = (claim[3], json.dumps(claim[4]))
                 same = json.dumps([claim[1], claim[3], claim[4], claim[5]])
             except (ValueError, KeyError, TypeError, IndexError):
                 continue  # not a well-formed claim (the codec refused it): not counted
             first_repeat = not stopped and same in seen
-            if at < len(accepted) and key == accepted[at]:
+            if at < len(accepted) and key == (accepted_v6 if v6 else accepted)[at]:
                 if stopped:
                     lost.add(at)
                 at += 1
@@ -190,7 +199,8 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS,
-          eithers: tuple[tuple[float, float], ...] = EITHERS) -> dict[str, Any]:
+          eithers: tuple[tuple[float, float], ...] = EITHERS, layout: str = "v3"
+          ) -> dict[str, Any]:
     """The figures (module docstring)."""
     tok = corpus_tokens.tokenizer()
     empty = len(tok(EMPTY_TURN, add_special_tokens=False)["input_ids"]) + END_TOKENS
@@ -215,7 +225,7 @@ def study(rows: Rows, verifier: Verifier, logprobs: tuple[float, ...] = LOGPROBS
                 "v5a": claim_costs(claim_fields(wire_claim, "v5a", texts)),
                 "v5b": claim_costs(claim_fields(wire_claim, "v5b", texts)),
             })
-        extra, lost = extra_claims(model, texts)
+        extra, lost = extra_claims(model, texts, layout)
         calls = len(model.get("turns") or model.get("attempts") or [1])
         measured = sum(t.get("completion_tokens") or 0
                        for t in (model.get("turns") or model.get("attempts") or []))
@@ -363,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.rows_of is not None:
             ids = {s["id"] for s in read_samples(args.rows_of / SAMPLES)}
             rows.items = [item for item in rows.items if item[0]["id"] in ids]
-        figures = study(rows, verifier,
-                        tuple(args.logprob or LOGPROBS), parse_either(args.either) or EITHERS)
+        config = json.loads((args.out / "config.json").read_text("utf-8"))
+        layout = (config.get("sampler") or {}).get("claim_layout", "v3")
+        figures = study(rows, verifier, tuple(args.logprob or LOGPROBS),
+                        parse_either(args.either) or EITHERS, layout)
     except (EvalError, VerifierError, OSError, KeyError, ValueError) as exc:
         print(f"eval/studies/rollback.py: error: {exc}", file=sys.stderr)
         return 2
