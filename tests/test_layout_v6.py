@@ -97,6 +97,10 @@ def test_the_codec_quotes_each_v6_claim_from_the_turns_sentence():
             codec.decode("extract", EP, raw, layout="v6", event=0)
     with pytest.raises(codec.InputError, match="event 7 is not one of the request's"):
         codec.decode("extract", EP, v6_text(LISBON), layout="v6", event=7)
+    # an answer cut by the token limit is refused loudly, before any quote is chosen
+    with pytest.raises(codec.OutputTruncatedError, match="truncated"):
+        codec.decode("extract", EP, v6_text(LISBON)[:-3], layout="v6", event=0,
+                     finish_reason="length")
 
 
 def test_run_turns_in_v6_quotes_each_turns_own_event_and_merges_as_v3():
