@@ -53,13 +53,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker import spans
 from memworker import wire as wire_layout
 from memworker.corpus import tokens as corpus_tokens
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, read_samples
 from memworker.eval.studies.confidence import Rows
 from memworker.eval.studies.verifier_auc import _counts, _only, _totals, parse_either
-from memworker.eval.studies.wire_cost import claim_fields, quote_sentences, sentence_pieces
+from memworker.eval.studies.wire_cost import (
+    claim_fields,
+    codec_quote,
+    quote_sentences,
+    sentence_pieces,
+)
 from memworker.inference.gate import DEFAULT_SCORE, SCORES
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
 
@@ -124,12 +128,10 @@ def codec_quoted(claim: dict[str, Any], texts: dict[int, str]) -> dict[str, Any]
     """The canonical claim as wire v6 would give it: its quotes replaced by the one sentence the
     codec chooses in the latest event it cites (`spans.choose_sentence`); unchanged when that
     event offers none."""
-    event = max(claim["source_indices"])
-    sentence = spans.choose_sentence(texts.get(event, ""), claim["value"],
-                                     claim["subject"]["name"], claim["predicate"])
-    if sentence is None:
+    chosen = codec_quote(claim, texts)
+    if chosen is None:
         return claim
-    return {**claim, "source_indices": [event], "quotes": [sentence]}
+    return {**claim, "source_indices": [chosen[0]], "quotes": [chosen[1]]}
 
 
 def extra_claims(model: dict[str, Any], texts: dict[int, str], layout: str = "v3"

@@ -33,9 +33,9 @@ p90 over windows of:
    subject's name and type null when the subject is the user: the codec would write "the user",
    "person", as the gold always has it); `v5d` (the shortest: `[predicate, value, sentence
    references, name, type, kind, time_expression, supersedes]` with the trailing fields left
-   out while each is at its default, `V5D_DEFAULTS`: "the user", "person", "fact", null, `[]`,
-   so a fact about the user with no time is `[predicate, value, refs]`; the codec would fill
-   them back); `v6` (v5d with no quote at all: the codec would choose the quoted sentence of
+   out while each is at its default, as `wire.pack_v6` leaves them out (`wire.V6_DEFAULTS`:
+   "the user", "person", "fact", null, `[]`), so a fact about the user with no time is
+   `[predicate, value, refs]`; the codec would fill them back); `v6` (v5d with no quote at all: the codec would choose the quoted sentence of
    the turn's event itself, `spans.choose_sentence`, from the claim's value, subject and
    predicate). Per claim: its tokens and the tokens before the token
    that holds the value's first character (where the gate's score `first(predicate)+
@@ -95,9 +95,6 @@ PROMPT_TOK_S = 346.0
 DECODE_S = 0.0151
 END = "<|im_end|>"
 USER = "the user"
-#: v5d's trailing fields and the value each is left out at when every field after it is too
-V5D_DEFAULTS = (("name", USER), ("type", "person"), ("kind", "fact"), ("time_expression", None),
-                ("supersedes", []))
 WRITTEN_END = 1  # the end token <|im_end|> each turn's answer closes with
 #: an event line's timestamp in the extract prompt (`[3] 2024-07-21T18:55:05+05:30 user: ...`)
 EVENT_STAMP = re.compile(r"^(\[\d+\]) (\d{4}-\d\d-\d\d)T(\d\d:\d\d):\d\d(?:Z|[+-]\d\d:\d\d) ",
@@ -156,13 +153,11 @@ def claim_fields(claim: list[Any], form: str, texts: dict[int, str]) -> list[tup
         quotes = sentence_refs(quotes, texts)
     if form == "v5c" and name == USER:
         name = stype = None
-    if form in ("v5d", "v6"):
-        tail = list(zip([k for k, _ in V5D_DEFAULTS], [name, stype, kind, expr, supersedes],
-                        strict=True))
-        while tail and tail[-1][1] == V5D_DEFAULTS[len(tail) - 1][1]:
-            tail.pop()
+    if form in ("v5d", "v6"):  # v6's fields as the model writes them, v5d with references
+        fields = list(zip(wire.V6_FIELDS, wire.pack_v6(wire.unpack_claim(claim)),
+                          strict=False))
         refs = [("quotes", quotes)] if form == "v5d" else []
-        return [("predicate", predicate), ("value", value), *refs, *tail]
+        return [*fields[:2], *refs, *fields[2:]]
     return [("predicate", predicate), ("value", value), ("name", name), ("type", stype),
             ("kind", kind), ("quotes", quotes), ("time_expression", expr),
             ("supersedes", supersedes)]
@@ -409,6 +404,16 @@ def quote_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "codec_chosen": {**dict(picks), "graded": dict(by_codec)}}
 
 
+def codec_quote(claim: dict[str, Any], texts: dict[int, str]) -> tuple[int, str] | None:
+    """(event, sentence) a v6 codec would quote for a canonical claim: the sentence
+    `spans.choose_sentence` picks in the latest event the claim cites; None when that event
+    offers none."""
+    event = max(claim["source_indices"])
+    sentence = spans.choose_sentence(texts.get(event, ""), claim["value"],
+                                     claim["subject"]["name"], claim["predicate"])
+    return None if sentence is None else (event, sentence)
+
+
 def _codec_chosen(claims: list[dict[str, Any]], texts: dict[int, str]
                   ) -> tuple[list[dict[str, Any]], Counter]:
     """The canonical claims with their quotes replaced by the one sentence the codec would
@@ -417,13 +422,12 @@ def _codec_chosen(claims: list[dict[str, Any]], texts: dict[int, str]
     chosen for ("claims"); a claim whose event offers no sentence is left out ("none")."""
     out, counts = [], Counter()
     for claim in claims:
-        event = max(claim["source_indices"])
-        text = texts[event]
-        sentence = spans.choose_sentence(text, claim["value"], claim["subject"]["name"],
-                                         claim["predicate"])
-        if sentence is None:
+        chosen = codec_quote(claim, texts)
+        if chosen is None:
             counts["none"] += 1
             continue
+        event, sentence = chosen
+        text = texts[event]
         counts["claims"] += 1
         quoted = {n for e, q in zip(claim["source_indices"], claim["quotes"], strict=True)
                   if e == event for n in quote_sentences(q, text)[0]}
