@@ -106,7 +106,7 @@ def choose_sentence(text: str, value: str | None, subject: str = "",
     the most content words with the value, then with the subject's name, then with the
     predicate's words, then the earliest. None when no sentence is a candidate span (the event
     cannot be quoted). On gold claims it picks the sentence the gold quotes in 0.984 of val's
-    claims and 0.916 of natural-dev's (docs/research/inference-speed.md "Quotes chosen by the
+    claims and 0.925 of natural-dev's (docs/research/inference-speed.md "Quotes chosen by the
     codec")."""
     offered = set(candidate_spans(text))
     pieces = [text[a:b] for a, b in sentence_offsets(text) or [(0, len(text))]]

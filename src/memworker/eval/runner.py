@@ -211,7 +211,7 @@ def check_turn_options(args: Any) -> None:
         raise EvalError("--turn-quotes applies to --extract-form turns or sentences only")
     if args.turn_history != "answers" and args.extract_form not in tforms.TURN_FORMS:
         raise EvalError("--turn-history applies to --extract-form turns or sentences only")
-    if getattr(args, "claim_layout", "v3") != "v3" and args.extract_form not in tforms.TURN_FORMS:
+    if args.claim_layout != "v3" and args.extract_form not in tforms.TURN_FORMS:
         raise EvalError("--claim-layout applies to --extract-form turns or sentences only")
 
 

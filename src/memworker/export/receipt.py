@@ -40,7 +40,7 @@ from memworker.hashing import (
     write_json,
     write_sha256sums,
 )
-from memworker.inference.hmem import WorkerError, worker_config
+from memworker.inference.hmem import WorkerError, record_config
 from memworker.receipts import RELEASE_RECEIPT, SUMS, environment
 
 #: the release's model card as committed beside its receipt (`receipts/release-card.md`)
@@ -111,12 +111,7 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     where = folder / RELEASE_RECEIPT
     worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
     try:
-        if worker_config(worker["extract_form"], worker["claim_gate"],
-                         worker.get("propose") is True,
-                         worker.get("turn_history", "answers"),
-                         worker.get("event_stamps", "full"),
-                         worker.get("turn_quotes", "upto"),
-                         worker.get("claim_layout", "v3")) != worker:
+        if record_config(worker) != worker:
             return [f"{where}: worker {worker} is not in its normal form"]
     except WorkerError as exc:
         return [f"{where}: worker: {exc}"]

@@ -520,6 +520,12 @@ def decode(task: str, inputs: dict[str, Any], raw: str, *, finish_reason: str | 
                        diagnostics=diagnostics, attempts=[attempt], dropped=dropped)
 
 
+def _text(value: Any) -> str:
+    """A written field as text for choosing its quote ("" when it is not a string: the schema
+    check that follows refuses it)."""
+    return value if isinstance(value, str) else ""
+
+
 def _from_v6(doc: Any, inputs: dict[str, Any], event: int | None) -> dict[str, Any]:
     """A v6 extract answer (claims without quotes, their trailing defaults left out) -> the v3
     wire answer the rest of the codec checks: each claim quoted with the sentence of `event`
@@ -537,10 +543,9 @@ def _from_v6(doc: Any, inputs: dict[str, Any], event: int | None) -> dict[str, A
             record = wire.unpack_v6(claim, [])
         except ValueError as exc:
             raise _invalid([f"claims/{n}: {exc}"]) from None
-        text = lambda v: v if isinstance(v, str) else ""  # noqa: E731 (the schema check follows)
-        sentence = spans.choose_sentence(texts[event], text(record["value"]) or None,
-                                         text(record["subject"]["name"]),
-                                         text(record["predicate"]))
+        sentence = spans.choose_sentence(texts[event], _text(record["value"]) or None,
+                                         _text(record["subject"]["name"]),
+                                         _text(record["predicate"]))
         if sentence is None:
             raise _invalid([f"claims/{n}: event {event} offers no sentence to quote"])
         record["quotes"] = [{"quote": sentence, "event": event}]

@@ -128,15 +128,21 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
             **({"claim_layout": claim_layout} if claim_layout != "v3" else {})}
 
 
+def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
+    """`worker_config` of a release's `worker` record, a field it leaves out at its default
+    (`propose` only when it is true): what a record in its normal form equals."""
+    return worker_config(worker.get("extract_form", "window"), worker.get("claim_gate"),
+                         worker.get("propose") is True, worker.get("turn_history", "answers"),
+                         worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
+                         worker.get("claim_layout", "v3"))
+
+
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
     """The command-line flags that run a release's `worker` record (checked by `worker_config`):
     export/run.py's (`arm` None) or, for the model arm `arm`, eval/run.py's and eval/live.py's
     (`--claim-gate ARM=…`, `--propose ARM`). scripts/release.sh builds the same from its
     variables."""
-    w = worker_config(worker.get("extract_form", "window"), worker.get("claim_gate"),
-                      bool(worker.get("propose")), worker.get("turn_history", "answers"),
-                      worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
-                      worker.get("claim_layout", "v3"))
+    w = record_config(worker)
     flags = ["--extract-form", w["extract_form"]]
     if w["claim_gate"]:
         flags += ["--claim-gate", w["claim_gate"] if arm is None else f"{arm}={w['claim_gate']}"]
