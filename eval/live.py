@@ -26,6 +26,7 @@ discards them). See eval/README.md, "Live acceptance".
 import sys
 
 from memworker.eval.live.cli import main
+from memworker.export.receipt import record_live_file  # a release receipt's one writer
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(record_live=record_live_file))

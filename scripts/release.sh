@@ -2,10 +2,11 @@
 # The release run on the embedded base, end to end, on 2 CPU cores (issue 15):
 #   corpora -> coding -> general-a (one full epoch of the general train split) -> general
 #   -> export of base and student (Q8_0) -> matched evaluation (held-out 64 rows, natural set,
-#   test split) -> live acceptance -> executed notebook -> README results block -> verify.
+#   natural-dev, test split) -> live acceptance -> executed notebook -> README results block
+#   -> verify.
 #
-#   bash scripts/release.sh                  # every step in order: train heldout natural test
-#                                            # live finish
+#   bash scripts/release.sh                  # every step in order: train heldout natural
+#                                            # natural-dev test live finish
 #   bash scripts/release.sh heldout natural  # only the steps named (any order is run in the one
 #                                            # above)
 #   SKIP_TEST_BASE=1 bash scripts/release.sh test   # the test split without the base arm
@@ -21,8 +22,10 @@
 #   another CPU may round a few weights differently; before any evaluation the rebuilt release
 #   simply replaces the committed one), then merges the committed evaluations back into the new
 #   release receipt.
-# - Each evaluation keeps its samples in receipts/eval/<set>/ and live acceptance its results in
-#   receipts/live/ (commit them): a later sitting resumes where the last one stopped, and
+# - Each evaluation keeps its samples in receipts/eval/<set>/ (natural-dev's in
+#   receipts/eval/natural-dev/release/, beside the research runs that chose on it; it is reported
+#   in the receipt and the card, never gated) and live acceptance its results in receipts/live/,
+#   recorded in the receipt's `live`, which a format-2 release gate reads (commit them): a later sitting resumes where the last one stopped, and
 #   eval/run.py / eval/live.py refuse to mix in samples made with another model, sampler or
 #   prompt. Every step resumes after an interruption too: rerun the same command.
 #
@@ -63,7 +66,8 @@ fi
 STUDENT=release/memworker-smollm2-135m-$STAGE-q8_0.gguf
 RECEIPT=receipts/release-receipt.json
 ADAPTER=receipts/adapter
-SETS=(heldout natural test)
+# natural-dev: reported, never gated (designs and thresholds are chosen on it)
+SETS=(heldout natural natural-dev test)
 MERGED=  # set once ensure_release has merged the committed evaluations
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
@@ -104,7 +108,7 @@ if [ "$CLAIM_LAYOUT" != v3 ]; then
     WORKER_TRAIN+=(--claim-layout "$CLAIM_LAYOUT")
 fi
 
-ALL=(train heldout natural test live finish)
+ALL=(train heldout natural natural-dev test live finish)
 WANT=("$@")
 [ ${#WANT[@]} -eq 0 ] && WANT=("${ALL[@]}")
 for w in "${WANT[@]}"; do
@@ -121,28 +125,38 @@ arms_of() {  # the arms evaluated on a set
         echo "--arm base=$BASE --arm student=$STUDENT --arm rules"
     fi
 }
-corpus_of() { [ "$1" = natural ] && echo "" || echo "--corpus data/corpus"; }
+corpus_of() { case "$1" in natural|natural-dev) echo "";; *) echo "--corpus data/corpus";; esac; }
+# where a set's release evaluation lives: natural-dev's own folder holds the research runs that
+# chose on it, so the release's is a folder of its own inside it
+out_of() { [ "$1" = natural-dev ] && echo receipts/eval/natural-dev/release || echo "receipts/eval/$1"; }
 
 merge_committed() {  # fold every committed evaluation back into the release receipt
     local set arms arm
     for set in "${SETS[@]}"; do
         # only a set whose evaluation finished (eval/run.py writes summary.json after the
         # last arm; an interrupted sitting leaves samples without it)
-        [ -s "receipts/eval/$set/summary.json" ] || continue
+        [ -s "$(out_of "$set")/summary.json" ] || continue
         arms=()   # the arms that have samples in the set (the test split may lack the base)
         for arm in base=$BASE student=$STUDENT rules; do
-            grep -q "\"arm\":\"${arm%%=*}\"" "receipts/eval/$set/samples.jsonl" && arms+=(--arm "$arm")
+            grep -q "\"arm\":\"${arm%%=*}\"" "$(out_of "$set")/samples.jsonl" && arms+=(--arm "$arm")
         done
         # shellcheck disable=SC2046
         python eval/run.py "${arms[@]}" --set "$set" $(corpus_of "$set") --no-run \
-            --max-tokens $CAP --threads "$THREADS" --out "receipts/eval/$set" --no-progress \
+            --max-tokens $CAP --threads "$THREADS" --out "$(out_of "$set")" --no-progress \
             --no-plots --into-receipt $RECEIPT --release release "${WORKER_EVAL[@]}"
     done
+    # live acceptance, which the gate of a format-2 receipt reads (a format-1 release, v1-v3,
+    # kept it beside the receipt only: receipts/live-summary.json)
+    if [ -s receipts/live/summary.json ] && python -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1])).get("format", 1) < 2)' "$RECEIPT"; then
+        python export/run.py --out release --record-live receipts/live/summary.json
+    fi
 }
 
 ensure_corpus() {  # the frozen corpora (deterministic: the manifests' sha256 are in the receipts)
     [ -f data/corpus/manifest.json ] || python corpus/build.py --out data/corpus --seed 13
     [ -f data/natural/manifest.json ] || python corpus/build.py --natural corpus/natural --out data/natural
+    [ -f data/natural-dev/manifest.json ] || python corpus/build.py --natural corpus/natural-dev --out data/natural-dev
 }
 
 ensure_release() {  # release/ from the committed adapter and stage receipts, byte for byte
@@ -175,7 +189,8 @@ ensure_release() {  # release/ from the committed adapter and stage receipts, by
     done
     if [ ${#changed[@]} -gt 0 ]; then
         # the merge runs in floating point, so another CPU may round a few weights differently
-        if compgen -G "receipts/eval/*/samples.jsonl" > /dev/null || [ -d receipts/live/results ]; then
+        if compgen -G "receipts/eval/*/samples.jsonl" > /dev/null || [ -d receipts/live/results ] \
+                || [ -f receipts/eval/natural-dev/release/samples.jsonl ]; then
             echo "release.sh: the rebuilt GGUFs differ from the ones the committed evaluations" \
                  "ran on: ${changed[*]}; stopping (the committed SHA256SUMS is restored)" >&2
             cp "$sums" SHA256SUMS
@@ -194,7 +209,7 @@ evaluate() {  # evaluate SET: every arm, samples kept in receipts/eval/SET
     step "$set: $(arms_of "$set")"
     # shellcheck disable=SC2046
     python eval/run.py $(arms_of "$set") --set "$set" $(corpus_of "$set") --max-tokens $CAP \
-        --threads "$THREADS" --out "receipts/eval/$set" --no-progress --no-plots \
+        --threads "$THREADS" --out "$(out_of "$set")" --no-progress --no-plots \
         --into-receipt $RECEIPT --release release "${WORKER_EVAL[@]}"
 }
 
@@ -215,7 +230,8 @@ if wants live; then
     ensure_corpus; ensure_release
     step "live acceptance: base, student, rules"
     python eval/live.py --arm base=$BASE --arm student=$STUDENT --arm rules --max-tokens $CAP \
-        --threads "$THREADS" --out receipts/live "${WORKER_EVAL[@]}"
+        --threads "$THREADS" --out receipts/live --into-receipt $RECEIPT --release release \
+        "${WORKER_EVAL[@]}"
     cp receipts/live/summary.json receipts/live-summary.json
 fi
 

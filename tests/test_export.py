@@ -292,9 +292,25 @@ PASSING = {"comparisons": [
         "reflect": {"reflect_correct": _NO_WORSE}}}]}
 
 
+def _record_passing_live(out: Path) -> None:
+    """A live acceptance in which the student passes as many scenarios as the rules (a format-2
+    release gates it; tests/test_release_format2.py holds the checks)."""
+    from memworker.export.receipt import record_live
+
+    r = _receipt(out)
+    sha = r["artifacts"][r["student"]["gguf"]]["sha256"]
+    sampler = {"extract_form": (r.get("worker") or {}).get("extract_form", "window")}
+    record_live(out, {"arms": {"student": {"passed": 2, "total": 8},
+                               "rules": {"passed": 2, "total": 8}},
+                      "config": {"arms": {"student": r["student"]["gguf"], "rules": "rules"},
+                                 "sampler": sampler},
+                      "worker": {"student": {"gguf_sha256": sha}}}, receipts_dir=None)
+
+
 @pytest.mark.slow
 def test_record_evaluation_re_signs_the_release(work, release, tmp_path):
     out = shutil.copytree(release, tmp_path / "release")
+    _record_passing_live(out)
     record_evaluation(out, {"heldout": {**PASSING, "student": {"extract_f1": 0.5}}},
                       receipts_dir=None)
     assert _receipt(out)["evaluation"]["heldout"]["student"]["extract_f1"] == 0.5
@@ -350,6 +366,7 @@ def test_the_evaluators_into_receipt_re_signs_a_release(work, release, tmp_path)
 
     merge_into_receipt = partial(eval_summary.merge_into_receipt, record_release=record_set)
     out = shutil.copytree(release, tmp_path / "release")
+    _record_passing_live(out)
     receipts = tmp_path / "receipts"
     receipts.mkdir()
     shutil.copyfile(out / "release-receipt.json", receipts / "release-receipt.json")

@@ -59,7 +59,7 @@ def test_unknown_step_is_refused_before_anything_runs(tmp_path):
                           text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
     assert "unknown step 'evaluate'" in done.stderr
-    assert "train heldout natural test live finish" in done.stderr
+    assert "train heldout natural natural-dev test live finish" in done.stderr
     assert done.stdout == ""   # no step started
 
 
@@ -67,7 +67,11 @@ def test_evaluations_and_adapter_are_kept_where_git_keeps_them():
     """A later sitting resumes from what is committed: samples under receipts/eval/<set>, live
     results under receipts/live, the adapter under receipts/adapter (not git-ignored)."""
     text = SCRIPT.read_text("utf-8")
-    assert '--out "receipts/eval/$set"' in text and "--out receipts/live" in text
+    assert '--out "$(out_of "$set")"' in text and "--out receipts/live" in text
+    assert 'echo receipts/eval/natural-dev/release || echo "receipts/eval/$1"' in text
+    # live acceptance goes into the receipt the format-2 gate reads
+    assert "--into-receipt $RECEIPT --release release" in text.split("python eval/live.py")[1]
+    assert "--record-live receipts/live/summary.json" in text
     assert re.search(r"^ADAPTER=receipts/adapter$", text, flags=re.M)
     ignored = subprocess.run(["git", "check-ignore", "-q",
                               "receipts/adapter/adapter_model.safetensors"], cwd=ROOT)

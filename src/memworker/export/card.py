@@ -1,13 +1,30 @@
 """The release's model card (`README.md`): YAML front matter for model hubs, then files, lineage,
 corpus, evaluation and limitations. Every number is read from the release receipt (which copies
-it from the stage receipts and the evaluator); none is typed here."""
+it from the stage receipts and the evaluator); none is typed here.
+
+A receipt of format 2 or later (issue 50 item 6) also gets: **Intended use** (the codec,
+temperature 0, the store's vocabulary, the worker the release ships), its hand-written-set and
+live-acceptance figures at the head of the limitations, and **Grade your own extractor**
+(`eval/answers.py`). A format-1 receipt (releases v1–v3) renders as it was released."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from memworker.export import modelfile as mfile
+from memworker.ontology import PREDICATES
+
 CARD = "README.md"
+#: the first receipt format whose card has the intended use, the natural and live figures in its
+#: limitations and the grading section (`memworker.export.gate.LIVE_FORMAT`)
+CARD_FORMAT = 2
+#: hand-written sets whose figures head the limitations (the natural set is a test; natural-dev
+#: was chosen on, and says so)
+HAND_WRITTEN_SETS = (("natural", "the hand-written natural set (a test: never trained or "
+                      "chosen on)"),
+                     ("natural-dev", "natural-dev (hand-written; designs and thresholds were "
+                      "chosen on it, so it flatters)"))
 
 
 def _num(value: Any, digits: int = 4) -> str:
@@ -97,6 +114,89 @@ def _evaluation(evaluation: Any) -> list[str]:
     return out
 
 
+def _format(receipt: dict[str, Any]) -> int:
+    fmt = receipt.get("format")
+    return fmt if isinstance(fmt, int) and not isinstance(fmt, bool) else 1
+
+
+def _intended_use(receipt: dict[str, Any]) -> list[str]:
+    worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
+    return ["## Intended use", "",
+            "- **What for:** the memory worker of a local agent-memory store (the `hmem` "
+            "library): it extracts evidence-backed facts from conversation events, consolidates "
+            "supported facts into observations, and answers a question from retrieved evidence "
+            "citing it (or abstains).",
+            "- **How to call it:** through memworker's codec (`memworker.inference`; in a store, "
+            "`MemWorkerBackend.from_release(\"<this folder>\")`), which constrains every answer "
+            "to the request's JSON schema and validates it before the store sees it. Free "
+            "generation is not validated and not supported.",
+            "- **Sampling:** temperature 0, seed 0, repeat penalty 1 (the Modelfile sets them); "
+            "every figure below was measured that way.",
+            f"- **The worker this release ships:** {mfile.worker_words(worker)}"
+            + (" (named in the Modelfile's `# memworker worker:` comment, which the store's "
+               "worker reads)" if mfile.worker_line(worker) else "") + ".",
+            f"- **Vocabulary:** the store's ontology, {len(PREDICATES)} predicates "
+            "(`memworker.ontology.PREDICATES`); a fact no predicate fits is not extracted. "
+            "Subjects are the user or a person named with their relationship to the user.",
+            "- **Not for:** general chat, facts about the world, or any decision about a person "
+            "without a human reading the evidence the claim quotes.", ""]
+
+
+def _ratio_text(item: Any) -> str:
+    if not isinstance(item, dict) or item.get("a") is None:
+        return "–"
+    ci = item.get("ci")
+    ref = "–" if item.get("b") is None else f"{item['b']:.3f}"
+    diff = ("" if item.get("diff") is None or not ci else
+            f", difference {item['diff']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]")
+    return f"{item['a']:.3f} against the rules' {ref}{diff}"
+
+
+def _hand_written_limits(receipt: dict[str, Any]) -> list[str]:
+    """The natural sets' extraction and the live acceptance, from the receipt, as limitations."""
+    out = []
+    evaluation = receipt.get("evaluation") or {}
+    for set_name, words in HAND_WRITTEN_SETS:
+        summary = evaluation.get(set_name)
+        comp = None
+        for c in (summary or {}).get("comparisons") or [] if isinstance(summary, dict) else []:
+            if c.get("a") == "student" and c.get("b") == "rules":
+                comp = c
+        extract = ((comp or {}).get("tasks") or {}).get("extract") or {}
+        if not extract:
+            out.append(f"on {words}: not evaluated in this release")
+            continue
+        cov = extract.get("extract_coverage") or {}
+        out.append(f"on {words}, {cov.get('n_rows', '–')} extract rows: support "
+                   f"{_ratio_text(extract.get('extract_support'))}; coverage "
+                   f"{_ratio_text(cov)} (paired 95 % intervals over episodes): on "
+                   "conversation nobody here templated the student stores a small share of "
+                   "the facts a reader would")
+    live = receipt.get("live")
+    arms = (live or {}).get("arms") if isinstance(live, dict) else None
+    if isinstance(arms, dict) and arms:
+        out.append("live acceptance inside a small hmem-shaped store (`eval/live.py`): "
+                   + "; ".join(f"{arm} passes {r.get('passed')} of {r.get('total')} scenarios"
+                               for arm, r in sorted(arms.items()) if isinstance(r, dict)))
+    else:
+        out.append("live acceptance: not recorded in this release")
+    return out
+
+
+def _grade_your_own() -> list[str]:
+    return ["## Grade your own extractor", "",
+            "The figures above come from memworker's evaluator. To put another extractor (a "
+            "person, a bigger model, another memory system) on the same ruler, write one JSON "
+            "line per extract row of a set, `{\"id\": ROW_ID, \"output\": {\"claims\": "
+            "[...]}}` in the canonical contract (`schemas/extract_output.schema.json`), and "
+            "grade it with no model run:", "",
+            "    python eval/answers.py --set natural-dev --answers mine.jsonl --out /tmp/mine "
+            "--name me", "",
+            "`--against receipts/eval/natural-dev:student` pairs it with this release's student "
+            "on the same rows. Malformed lines, unknown ids and quotes not in their event are "
+            "refused with the line and the field.", ""]
+
+
 def render(receipt: dict[str, Any]) -> str:
     base = receipt.get("base") or {}
     student = receipt.get("student")
@@ -117,6 +217,9 @@ def render(receipt: dict[str, Any]) -> str:
     else:
         lines += [f"The base `{base.get('hf_repo')}` through memworker's export path (no "
                   "adapter), for matched evaluation.", ""]
+    current = _format(receipt) >= CARD_FORMAT
+    if current and student:
+        lines += _intended_use(receipt)
     lines += ["## Files", "", "| file | size | sha256 |", "|---|---|---|"]
     for rel, art in sorted((receipt.get("artifacts") or {}).items()):
         if rel != CARD:
@@ -143,8 +246,11 @@ def render(receipt: dict[str, Any]) -> str:
                   f"`{held.get('sha256')}`" if held else f"- held-out set: {corpus.get('note')}",
                   f"- labels: {corpus.get('label_method')}",
                   *[f"- limit: {x}" for x in corpus.get("label_limits") or []], ""]
+    limits = [*(_hand_written_limits(receipt) if current and student else []),
+              *(receipt.get("known_limitations") or [])]
     lines += ["## Evaluation", "", *_evaluation(receipt.get("evaluation")), "",
               "## Release gate", "", *_gate(receipt.get("gate")), "",
-              "## Known limitations", "", *[f"- {x}" for x in receipt.get("known_limitations")
-                                             or []], ""]
+              "## Known limitations", "", *[f"- {x}" for x in limits], ""]
+    if current and student:
+        lines += _grade_your_own()
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memworker import registry
 from memworker.export import converter, gate
-from memworker.export.receipt import ExportError, default_publish_dir, record_waiver
+from memworker.export.receipt import ExportError, default_publish_dir, record_live, record_waiver
 from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
 from memworker.prompts import EVENT_STAMPS
@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
                         "re-signs the folder")
+    parser.add_argument("--record-live", default=None, metavar="SUMMARY.json",
+                        help="record a live-acceptance summary (eval/live.py's summary.json, "
+                        "e.g. receipts/live/summary.json) as the release's live acceptance in "
+                        "--out, which a format-2 release gate reads; re-signs the folder")
     return parser
 
 
@@ -106,6 +110,18 @@ def run(args: argparse.Namespace) -> list[str]:
         receipt = record_waiver(out, set_name, metric, reason,
                                 receipts_dir=args.receipts_dir or None, publish_dir=publish)
         lines.append(f"export: waiver for {metric} on {set_name} recorded in "
+                     f"{out / 'release-receipt.json'}; release gate: {receipt['gate']['verdict']}")
+        return lines
+    if args.record_live:
+        try:
+            summary = json.loads(Path(args.record_live).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ExportError(f"--record-live: cannot read {args.record_live}: {exc}") from None
+        if not isinstance(summary, dict):
+            raise ExportError(f"--record-live: {args.record_live} is not a JSON object")
+        receipt = record_live(out, summary, receipts_dir=args.receipts_dir or None,
+                              publish_dir=publish)
+        lines.append(f"export: live acceptance {args.record_live} recorded in "
                      f"{out / 'release-receipt.json'}; release gate: {receipt['gate']['verdict']}")
         return lines
     if args.run:
@@ -139,10 +155,14 @@ def run(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.waive and (args.run or args.base_only):
-        parser.error("--waive records a waiver in an existing release; give it alone with --out")
-    if not args.run and not args.base_only and not args.waive:
-        parser.error("give --run DIR (a finished stage run), --base-only or --waive")
+    if (args.waive or args.record_live) and (args.run or args.base_only):
+        parser.error("--waive and --record-live change an existing release; give them alone "
+                     "with --out")
+    if args.waive and args.record_live:
+        parser.error("--waive and --record-live: give one at a time")
+    if not args.run and not args.base_only and not args.waive and not args.record_live:
+        parser.error("give --run DIR (a finished stage run), --base-only, --waive or "
+                     "--record-live")
     if args.run and args.base_only:
         parser.error("--base-only exports the base alone; use --with-base together with --run")
     started = time.perf_counter()

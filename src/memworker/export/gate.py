@@ -60,6 +60,20 @@ check with its figures, and per set and task whether it passes (`tasks`: pass, f
 not measured), which the receipt's `gate` records (written whenever the release is signed:
 export, `record_evaluation`, `record_waiver`); verification recomputes it from the evaluation and
 the waivers, never trusting a stored verdict.
+
+**Release format 2** (issue 50 item 2; `release.FORMAT`, recorded in the receipt's `format`): a
+receipt of format 2 or later is gated as above with two changes, and a format-1 receipt (releases
+v1–v3) exactly as before, so that a committed release still verifies as it was released:
+
+- the natural set is no longer an exception: extract_support and extract_coverage must be
+  **above rules** there too, or "not below" where its `reach` says above is unattainable;
+- **live acceptance** (`eval/live.py`, recorded in the receipt's `live` by `record_live`) is
+  gated: the student must pass at least as many of the store's scenarios as the rules arm
+  (metric `live_passed`, set `live`); a receipt without it fails with the command that records
+  it.
+
+Sets in `REPORTED_SETS` (natural-dev: designs and thresholds are chosen on it) are reported in
+the receipt and the card but never gated, in any format.
 """
 
 from __future__ import annotations
@@ -75,9 +89,16 @@ ABOVE, NOT_BELOW = "above", "not below"
 RULES_CHECKS = (("extract", "extract_support", ABOVE), ("extract", "extract_coverage", ABOVE),
                 ("consolidate", "consolidate_correct", NOT_BELOW),
                 ("reflect", "reflect_correct", NOT_BELOW))
-#: sets where the ABOVE checks are NOT_BELOW (the issue's bar for the hand-written natural set)
+#: sets where the ABOVE checks are NOT_BELOW (the issue's bar for the hand-written natural set),
+#: in releases of format 1 only
 NOT_BELOW_SETS = frozenset({"natural"})
-GATED_METRICS = {*PRIMARY.values(), *(m for _, m, _ in RULES_CHECKS)}
+#: evaluated sets that are reported, never gated (chosen on: a gate there would grade itself)
+REPORTED_SETS = frozenset({"natural-dev"})
+#: the first receipt format whose gate holds the natural set above the rules and gates live
+#: acceptance
+LIVE_FORMAT = 2
+LIVE_SET, LIVE_METRIC = "live", "live_passed"
+GATED_METRICS = {*PRIMARY.values(), *(m for _, m, _ in RULES_CHECKS), LIVE_METRIC}
 RULE = ("not below base: student - base on each task's main metric (" + ", ".join(
     f"{t}: {m}" for t, m in PRIMARY.items()) + ") fails when the paired 95 % bootstrap interval "
     "lies entirely below 0; above rules: student - rules on " + ", ".join(
@@ -88,6 +109,13 @@ RULE = ("not below base: student - base on each task's main metric (" + ", ".joi
     "lies entirely below 0; a student - rules metric without a figure in a set that has its "
     "task's rows fails as missing; a failing check passes only with a waiver {metric, set, "
     "reason} in gate.waivers")
+#: what a receipt of format LIVE_FORMAT or later adds to RULE
+RULE_LIVE = (RULE.replace("(on the natural set, and where", "(where") + "; natural-dev is "
+             "reported, not gated; live acceptance: the student must pass at least as many "
+             "scenarios as the rules arm (" + LIVE_METRIC + ")")
+LIVE_COMMAND = ("python eval/live.py --arm base=release/base-q8_0.gguf "
+                "--arm student=release/<student>.gguf --arm rules --out receipts/live "
+                "--into-receipt receipts/release-receipt.json --release release")
 EVAL_COMMAND = ("python eval/run.py --arm base=release/base-q8_0.gguf "
                 "--arm student=release/<student>.gguf --arm rules --set heldout "
                 "--into-receipt receipts/release-receipt.json --release release")
@@ -190,8 +218,9 @@ def evaluate(receipt: dict[str, Any]) -> dict[str, Any]:
     (`tasks`), the waivers, and the problems."""
     old = receipt.get("gate") if isinstance(receipt.get("gate"), dict) else {}
     waivers = old.get("waivers") or []
-    record: dict[str, Any] = {"rule": RULE, "waivers": waivers, "checks": [], "tasks": {},
-                              "problems": []}
+    live_format = release_format(receipt) >= LIVE_FORMAT
+    record: dict[str, Any] = {"rule": RULE_LIVE if live_format else RULE, "waivers": waivers,
+                              "checks": [], "tasks": {}, "problems": []}
     record["problems"] += waiver_problems(waivers)
     if not isinstance(waivers, list):
         waivers = []
@@ -205,6 +234,8 @@ def evaluate(receipt: dict[str, Any]) -> dict[str, Any]:
         return {**record, "verdict": "unevaluated"}
     checks = record["checks"]
     for set_name, summary in sorted(evaluation.items()):
+        if set_name in REPORTED_SETS:
+            continue
         base = _comparison(summary, "student", "base")
         if base is not None:
             for task, metric in PRIMARY.items():
@@ -212,9 +243,11 @@ def evaluate(receipt: dict[str, Any]) -> dict[str, Any]:
         rules = _comparison(summary, "student", "rules")
         if rules is not None:
             for task, metric, requirement in RULES_CHECKS:
-                if set_name in NOT_BELOW_SETS:
+                if set_name in NOT_BELOW_SETS and not live_format:
                     requirement = NOT_BELOW
                 checks.append(_check(set_name, "rules", task, metric, requirement, rules))
+    if live_format:
+        checks.append(live_check(receipt.get("live")))
     for versus, arm in (("base", "--arm base=release/base-q8_0.gguf"), ("rules", "--arm rules")):
         if not any(c["versus"] == versus for c in checks):
             record["problems"].append(
@@ -237,12 +270,56 @@ def evaluate(receipt: dict[str, Any]) -> dict[str, Any]:
                                if (w["metric"], w["set"]) == (c["metric"], c["set"]))
         if c["status"] in FAILING:
             record["problems"].append(describe(c))
-    for set_name in sorted({c["set"] for c in checks}):
+    for set_name in sorted({c["set"] for c in checks} - {LIVE_SET}):
         record["tasks"][set_name] = {
             task: _task_status([c for c in checks if c["set"] == set_name and c["task"] == task])
             for task in PRIMARY}
     verdict = "fail" if record["problems"] else "pass"
     return {**record, "verdict": verdict}
+
+
+def release_format(receipt: dict[str, Any]) -> int:
+    """The receipt's `format` (1 where absent or not an integer: the releases before it)."""
+    fmt = receipt.get("format")
+    return fmt if isinstance(fmt, int) and not isinstance(fmt, bool) else 1
+
+
+def live_passed(live: Any) -> dict[str, tuple[int, int]]:
+    """arm -> (scenarios passed, scenarios) of a live-acceptance summary (`eval/live.py`'s
+    `summary.json`: `arms.<arm>.passed` and `.total`); arms without both integers are left out."""
+    arms = live.get("arms") if isinstance(live, dict) else None
+    out = {}
+    for arm, entry in (arms or {}).items():
+        if isinstance(entry, dict) and isinstance(entry.get("passed"), int) \
+                and isinstance(entry.get("total"), int):
+            out[arm] = (entry["passed"], entry["total"])
+    return out
+
+
+def live_check(live: Any) -> dict[str, Any]:
+    """The live-acceptance check of a format-2 receipt: the student passes at least as many
+    scenarios as the rules arm, on the same scenarios (status ok, fail or missing)."""
+    arms = live_passed(live)
+    student, rules = arms.get("student"), arms.get("rules")
+    check = {"set": LIVE_SET, "versus": "rules", "task": "live", "metric": LIVE_METRIC,
+             "check": f"{NOT_BELOW} rules (scenarios passed)",
+             "student": student[0] if student else None,
+             "reference": rules[0] if rules else None,
+             "diff": student[0] - rules[0] if student and rules else None, "ci": None,
+             "n_rows": student[1] if student else None, "n_episodes": None}
+    if student is None or rules is None:
+        check["status"] = "missing"
+        check["missing"] = ("the receipt records no live acceptance of the student and the rules"
+                            if not arms else "the recorded live acceptance lacks the "
+                            + " and the ".join(a for a in ("student", "rules") if a not in arms)
+                            + " arm")
+    elif student[1] != rules[1]:
+        check["status"] = "missing"
+        check["missing"] = (f"the student ran {student[1]} scenarios and the rules {rules[1]}: "
+                            "they must run the same ones")
+    else:
+        check["status"] = "ok" if student[0] >= rules[0] else "fail"
+    return check
 
 
 def describe(check: dict[str, Any]) -> str:
@@ -251,6 +328,12 @@ def describe(check: dict[str, Any]) -> str:
     versus, req = check["versus"], check.get("check", f"not below {check['versus']}")
     waive = (f"record a reasoned waiver: python export/run.py --out release --waive "
              f"{check['set']} {check['metric']} \"REASON\"")
+    if check["metric"] == LIVE_METRIC:
+        if check["status"] == "missing":
+            return (f"release gate [{req}]: {check['missing']}: `{LIVE_COMMAND}`, or {waive}")
+        return (f"release gate [{req}]: the student passes {check['student']} of "
+                f"{check['n_rows']} live-acceptance scenarios and the rules "
+                f"{check['reference']}: fix the student, or {waive}")
     if check["status"] == "missing":
         return (f"release gate [{req}]: set {check['set']} has {check['task']} rows but "
                 f"{check.get('missing') or 'no figure for ' + check['metric']}, so the check "
@@ -307,9 +390,12 @@ def add_waiver(receipt: dict[str, Any], set_name: str, metric: str, reason: str)
     bad = waiver_problems([waiver])
     if bad:
         raise WaiverError(bad[0].replace("gate.waivers[0]", "waiver"))
-    if set_name not in (receipt.get("evaluation") or {}):
+    evaluated = set(receipt.get("evaluation") or {})
+    if release_format(receipt) >= LIVE_FORMAT:
+        evaluated.add(LIVE_SET)  # gated whether or not it is recorded
+    if set_name not in evaluated:
         raise WaiverError(f"waiver: set {set_name!r} is not evaluated in this release "
-                          f"(evaluated: {', '.join(sorted(receipt.get('evaluation') or {})) or 'none'})")
+                          f"(evaluated: {', '.join(sorted(evaluated)) or 'none'})")
     old = receipt.get("gate") if isinstance(receipt.get("gate"), dict) else {}
     waivers = [w for w in old.get("waivers") or []
                if not (isinstance(w, dict) and (w.get("metric"), w.get("set")) == (metric,

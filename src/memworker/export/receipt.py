@@ -100,6 +100,23 @@ def _check_sums(out: Path) -> None:
 
 # --- the parts' rules ----------------------------------------------------------------------------
 
+def _ran(config: dict[str, Any]) -> dict[str, Any]:
+    """The worker an evaluator's (or live acceptance's) `config` ran its arm `student` as, in
+    the receipt's `worker` form."""
+    sampler = config.get("sampler") or {}
+    return {"extract_form": sampler.get("extract_form", "window"),
+            "claim_gate": (config.get("claim_gates") or {}).get("student"),
+            **({"propose": True} if "student" in config.get("proposing", []) else {}),
+            **({"turn_history": sampler["turn_history"]}
+               if sampler.get("turn_history", "answers") != "answers" else {}),
+            **({"event_stamps": sampler["event_stamps"]}
+               if sampler.get("event_stamps", "full") != "full" else {}),
+            **({"turn_quotes": sampler["turn_quotes"]}
+               if sampler.get("turn_quotes", "upto") != "upto" else {}),
+            **({"claim_layout": sampler["claim_layout"]}
+               if sampler.get("claim_layout", "v3") != "v3" else {})}
+
+
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     """The release's `worker` (how its student must be run: extraction form, claim gate,
     proposing; a receipt without one: the window form, no gate, no proposing) is valid, named in
@@ -120,22 +137,14 @@ def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:
     path = folder / "Modelfile"
     if line and path.is_file() and line not in path.read_text("utf-8").splitlines():
         problems.append(f"{path}: does not name the release's worker ({line[2:]})")
-    for name, summary in sorted((receipt.get("evaluation") or {}).items()):
+    runs = sorted((receipt.get("evaluation") or {}).items())
+    if isinstance(receipt.get("live"), dict):
+        runs.append(("live acceptance", receipt["live"]))
+    for name, summary in runs:
         config = (summary or {}).get("config") or {}
         if "student" not in (config.get("arms") or {}):
             continue
-        sampler = config.get("sampler") or {}
-        ran = {"extract_form": sampler.get("extract_form", "window"),
-               "claim_gate": (config.get("claim_gates") or {}).get("student"),
-               **({"propose": True} if "student" in config.get("proposing", []) else {}),
-               **({"turn_history": sampler["turn_history"]}
-                  if sampler.get("turn_history", "answers") != "answers" else {}),
-               **({"event_stamps": sampler["event_stamps"]}
-                  if sampler.get("event_stamps", "full") != "full" else {}),
-               **({"turn_quotes": sampler["turn_quotes"]}
-                  if sampler.get("turn_quotes", "upto") != "upto" else {}),
-               **({"claim_layout": sampler["claim_layout"]}
-                  if sampler.get("claim_layout", "v3") != "v3" else {})}
+        ran = _ran(config)
         if ran != worker:
             problems.append(f"{where}: evaluation {name} ran the student with "
                             f"{mfile.worker_words(ran)}, but the release ships "
@@ -241,6 +250,53 @@ def record_set(path: str | Path, set_name: str, summary: dict[str, Any],
     return record_evaluation(release, section,
                              receipts_dir=None if p.resolve().parent == release.resolve()
                              else p.parent, publish_dir=default_publish_dir(release))
+
+
+def record_live(out: str | Path, summary: dict[str, Any], *,
+                receipts_dir: str | Path | None = "receipts",
+                publish_dir: str | Path | None = None) -> dict[str, Any]:
+    """Put a live-acceptance summary (`eval/live.py`'s `summary.json`) in the release receipt's
+    `live`, which the gate of a format-2 receipt reads (`gate.live_check`), then re-sign the
+    folder like `record_evaluation`. Refused when it lacks the student's or the rules' result,
+    when its student is not this release's student GGUF (by sha256), or when it ran the student
+    otherwise than the release's `worker` says."""
+    out = Path(out)
+    release = _required(out)
+    _check_sums(out)
+    if not release.get("student"):
+        raise ExportError(f"{out} is a base-only release: live acceptance grades a student")
+    arms = gate.live_passed(summary)
+    lacking = [a for a in ("student", "rules") if a not in arms]
+    if lacking:
+        raise ExportError("refusing to record live acceptance: it has no result of the "
+                          + " and the ".join(lacking) + " arm (run eval/live.py with "
+                          "--arm student=… --arm rules)")
+    gguf = release["student"].get("gguf")
+    want = ((release.get("artifacts") or {}).get(gguf) or {}).get("sha256")
+    got = ((summary.get("worker") or {}).get("student") or {}).get("gguf_sha256")
+    if not want or got != want:
+        raise ExportError(f"refusing to record live acceptance: its student GGUF has sha256 "
+                          f"{got}, but this release's {gguf} has {want}")
+    problems = check_worker(out, {**release, "live": summary})
+    if problems:
+        raise ExportError(f"refusing to record live acceptance: {problems[0]}")
+    release["live"] = summary
+    return sign(out, release, Path(receipts_dir) if receipts_dir else None,
+                Path(publish_dir) if publish_dir else None, resigned="live")
+
+
+def record_live_file(path: str | Path, summary: dict[str, Any],
+                     release_dir: str | Path) -> dict[str, Any]:
+    """`eval/live.py --into-receipt RECEIPT --release DIR`: as `record_set`, for the receipt's
+    `live` (RECEIPT must be DIR's receipt or its copy, e.g. receipts/release-receipt.json)."""
+    p, release = Path(path), Path(release_dir)
+    copy = release / p.name
+    if not copy.is_file() or copy.read_bytes() != p.read_bytes():
+        raise ExportError(f"{p} is a release receipt but {copy} is not the same file: pass "
+                          "the release folder it belongs to with --release DIR")
+    return record_live(release, summary,
+                       receipts_dir=None if p.resolve().parent == release.resolve()
+                       else p.parent, publish_dir=default_publish_dir(release))
 
 
 def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,

@@ -51,7 +51,7 @@ from memworker.receipts import (
 
 BASE_GGUF = "base-q8_0.gguf"
 OUTTYPE = "q8_0"
-FORMAT = 1
+FORMAT = 2  # 2: the gate holds the natural set above the rules and gates live acceptance (gate.LIVE_FORMAT)
 
 LABEL_METHOD = ("procedural: every gold answer is derived from the generated world state "
                 "(people, attributes, events, timestamps), independent of any LLM")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,12 @@ from memworker.eval.runner import EvalError, Sampler
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.receipts import environment
 from memworker.turns import FORMS
+
+#: records a live summary in a release receipt (receipt given to --into-receipt, summary,
+#: release folder): the receipt's one writer, `memworker.export.receipt.record_live_file`, which
+#: `eval/live.py` hands over (the evaluator does not import the export)
+RecordLive = Callable[[Path, dict[str, Any], Path], Any]
+RELEASE_KIND = "memworker-release"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,19 +64,45 @@ def build_parser() -> argparse.ArgumentParser:
                         "eval/run.py --claim-gate); repeatable")
     eval_runner.add_turn_options(p)
     eval_runner.add_propose_option(p)
+    p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
+                   help="record the summary as the live acceptance of this release receipt "
+                        "(`live`, which the gate of a format-2 release reads); the release "
+                        "folder is re-signed")
+    p.add_argument("--release", default="release", metavar="DIR",
+                   help="release folder of the receipt given to --into-receipt (release)")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, record_live: RecordLive | None = None) -> int:
+    """`record_live` records the summary in a release receipt given to --into-receipt
+    (`eval/live.py` passes `memworker.export.receipt.record_live_file`)."""
     args = build_parser().parse_args(argv)
     try:
-        return _main(args)
+        if args.into_receipt:
+            check_receipt(Path(args.into_receipt), record_live)
+        return _main(args, record_live)
     except (EvalError, ScenarioError) as exc:
         print(f"live: error: {exc}", file=sys.stderr)
         return 2
 
 
-def _main(args: argparse.Namespace) -> int:
+def check_receipt(path: Path, record_live: RecordLive | None) -> None:
+    """Before anything runs: --into-receipt names a release receipt and a writer is given."""
+    if not path.is_file():
+        raise EvalError(f"--into-receipt: receipt not found: {path}")
+    try:
+        kind = json.loads(path.read_text("utf-8")).get("kind")
+    except (ValueError, AttributeError):
+        kind = None
+    if kind != RELEASE_KIND:
+        raise EvalError(f"--into-receipt: {path} is not a release receipt (kind "
+                        f"{RELEASE_KIND!r}): live acceptance is recorded in releases only")
+    if record_live is None:
+        raise EvalError("--into-receipt: a release receipt is signed by its folder: record "
+                        "into it with `python eval/live.py … --into-receipt`, which re-signs it")
+
+
+def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> int:
     eval_runner.check_turn_options(args)
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
@@ -186,4 +220,10 @@ def _main(args: argparse.Namespace) -> int:
                                + (f" ({len(reused_names[a])} reused)" if reused_names[a] else "")
                                for a, r in results.items())
           + f" -> {out}/summary.json")
+    if args.into_receipt and record_live is not None:
+        try:
+            record_live(Path(args.into_receipt), summary, Path(args.release))
+        except ValueError as exc:  # the writer's refusal (ExportError), one line
+            raise EvalError(str(exc)) from None
+        print(f"live: recorded in {args.into_receipt} (release {args.release}, re-signed)")
     return 0
