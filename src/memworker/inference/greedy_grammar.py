@@ -24,6 +24,14 @@ import numpy as np
 TOP_KS = (64, 2048)  # candidates filtered when the argmax is rejected, then all
 
 
+class GrammarDeadEnd(ValueError):
+    """The grammar allows no token of the vocabulary here. llama.cpp's own [grammar, greedy]
+    chain would then take token 0 and abort the process ("Unexpected empty grammar stack after
+    accepting piece"; met with Gemma 3, whose token 0 is `<pad>`); this sampler raises instead,
+    so the backend reports the request as failed (a ValueError becomes its BackendError) and
+    the process, and every answer already recorded, survive."""
+
+
 class GreedyGrammarSampler:
     """Stands in for llama-cpp-python's `LlamaSampler` (`sample(ctx, idx)`) at temperature 0
     with a grammar and neutral penalties."""
@@ -116,7 +124,12 @@ class GreedyGrammarSampler:
         self._all_array.size, self._all_array.selected = self.n_vocab, -1
         llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self._all_array))
         self.full_passes += 1
-        return int(np.argmax(self._all["logit"]))
+        token = int(np.argmax(self._all["logit"]))
+        if self._all["logit"][token] == -math.inf:
+            raise GrammarDeadEnd(f"the grammar allows no token of the {self.n_vocab} after "
+                                 f"{self.tokens - 1} answer tokens (a dead end of the grammar "
+                                 "for this vocabulary); the request is refused, not decoded")
+        return token
 
     def close(self) -> None:
         grammar, self.grammar = getattr(self, "grammar", None), None
