@@ -35,6 +35,7 @@ from memworker.export import converter
 from memworker.export import modelfile as mfile
 from memworker.export.merge import merged_folder
 from memworker.export.receipt import ExportError, existing_release, library_version, sign
+from memworker.export.vocab import restore_base_vocab
 from memworker.hashing import read_sha256sums, sha256_bytes, sha256_file
 from memworker.inference.hmem import WorkerError, worker_config
 from memworker.prompts import template_hashes
@@ -266,6 +267,13 @@ def _convert_model(prepared: registry.PreparedBase, adapter: Path | None, gguf_n
                                        gguf_metadata=gguf_metadata,
                                        model_name=gguf_metadata.get("general.name"),
                                        pre_tokenizer=pre_tokenizer, log=tmp / "convert.log")
+        if prepared.model.source == "embedded-gguf":
+            # a SentencePiece base keeps its own vocabulary (memworker.export.vocab); a base
+            # whose GGUF vocabulary is the converter's own (SmolLM2) is left byte for byte
+            restored = restore_base_vocab(registry.embedded_gguf_path(prepared.model.key),
+                                          partial)
+            if restored is not None:
+                conversion["vocab"] = restored
         out.mkdir(parents=True, exist_ok=True)
         shutil.move(str(partial), out / gguf_name)
     return {"gguf": gguf_name, "merge": merge, "conversion": conversion}
