@@ -221,14 +221,34 @@ def record_evaluation(out: str | Path, evaluation: dict[str, Any], *,
     and SHA256SUMS so the release verifies again. An evaluation that did not run the student as
     the release's `worker` says is refused."""
     out = Path(out)
-    release = _required(out)
+    return _record_section(out, _required(out), "evaluation", evaluation, "the evaluation",
+                           receipts_dir, publish_dir)
+
+
+def _record_section(out: Path, release: dict[str, Any], key: str, value: Any, what: str,
+                    receipts_dir: str | Path | None, publish_dir: str | Path | None
+                    ) -> dict[str, Any]:
+    """Set `release[key] = value` when every run it holds ran the release's worker, and
+    re-sign the folder (`resigned`: `key`)."""
     _check_sums(out)
-    problems = check_worker(out, {**release, "evaluation": evaluation})
+    problems = check_worker(out, {**release, key: value})
     if problems:
-        raise ExportError(f"refusing to record the evaluation: {problems[0]}")
-    release["evaluation"] = evaluation
+        raise ExportError(f"refusing to record {what}: {problems[0]}")
+    release[key] = value
     return sign(out, release, Path(receipts_dir) if receipts_dir else None,
-                Path(publish_dir) if publish_dir else None, resigned="evaluation")
+                Path(publish_dir) if publish_dir else None, resigned=key)
+
+
+def _copy_of(path: str | Path, release_dir: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The release folder a receipt given to --into-receipt belongs to (its own file or a
+    byte-identical copy), and where the copy is refreshed (None: the folder's own file)."""
+    p, release = Path(path), Path(release_dir)
+    copy = release / p.name
+    if not copy.is_file() or copy.read_bytes() != p.read_bytes():
+        raise ExportError(f"{p} is a release receipt but {copy} is not the same file: pass "
+                          "the release folder it belongs to with --release DIR")
+    return release, {"receipts_dir": None if p.resolve().parent == release.resolve()
+                     else p.parent, "publish_dir": default_publish_dir(release)}
 
 
 def record_set(path: str | Path, set_name: str, summary: dict[str, Any],
@@ -238,18 +258,11 @@ def record_set(path: str | Path, set_name: str, summary: dict[str, Any],
     (the same bytes: the release's own file or its copy, e.g. receipts/release-receipt.json).
     The copy is refreshed with the folder, and the checkout's top-level files are republished
     when the folder lies directly in the current one (`default_publish_dir`)."""
-    p, release = Path(path), Path(release_dir)
-    copy = release / p.name
-    if not copy.is_file() or copy.read_bytes() != p.read_bytes():
-        raise ExportError(f"{p} is a release receipt but {copy} is not the same file: pass "
-                          "the release folder it belongs to with --release DIR")
+    release, where = _copy_of(path, release_dir)
     section = (existing_release(release) or {}).get("evaluation")
     section = dict(section) if isinstance(section, dict) else {}
     section[set_name] = summary
-    # the release's own receipt has no copy elsewhere to refresh
-    return record_evaluation(release, section,
-                             receipts_dir=None if p.resolve().parent == release.resolve()
-                             else p.parent, publish_dir=default_publish_dir(release))
+    return record_evaluation(release, section, **where)
 
 
 def record_live(out: str | Path, summary: dict[str, Any], *,
@@ -262,7 +275,6 @@ def record_live(out: str | Path, summary: dict[str, Any], *,
     otherwise than the release's `worker` says."""
     out = Path(out)
     release = _required(out)
-    _check_sums(out)
     if not release.get("student"):
         raise ExportError(f"{out} is a base-only release: live acceptance grades a student")
     arms = gate.live_passed(summary)
@@ -277,26 +289,16 @@ def record_live(out: str | Path, summary: dict[str, Any], *,
     if not want or got != want:
         raise ExportError(f"refusing to record live acceptance: its student GGUF has sha256 "
                           f"{got}, but this release's {gguf} has {want}")
-    problems = check_worker(out, {**release, "live": summary})
-    if problems:
-        raise ExportError(f"refusing to record live acceptance: {problems[0]}")
-    release["live"] = summary
-    return sign(out, release, Path(receipts_dir) if receipts_dir else None,
-                Path(publish_dir) if publish_dir else None, resigned="live")
+    return _record_section(out, release, "live", summary, "live acceptance", receipts_dir,
+                           publish_dir)
 
 
 def record_live_file(path: str | Path, summary: dict[str, Any],
                      release_dir: str | Path) -> dict[str, Any]:
     """`eval/live.py --into-receipt RECEIPT --release DIR`: as `record_set`, for the receipt's
     `live` (RECEIPT must be DIR's receipt or its copy, e.g. receipts/release-receipt.json)."""
-    p, release = Path(path), Path(release_dir)
-    copy = release / p.name
-    if not copy.is_file() or copy.read_bytes() != p.read_bytes():
-        raise ExportError(f"{p} is a release receipt but {copy} is not the same file: pass "
-                          "the release folder it belongs to with --release DIR")
-    return record_live(release, summary,
-                       receipts_dir=None if p.resolve().parent == release.resolve()
-                       else p.parent, publish_dir=default_publish_dir(release))
+    release, where = _copy_of(path, release_dir)
+    return record_live(release, summary, **where)
 
 
 def record_waiver(out: str | Path, set_name: str, metric: str, reason: str, *,
