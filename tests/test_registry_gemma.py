@@ -195,3 +195,23 @@ def test_shared_prefix_kv_path_on_a_tiny_gemma3():
     assert results[0][1]
     for name, grad in results[0][1].items():
         torch.testing.assert_close(grad, results[1][1][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.slow
+def test_a_sliding_window_model_evaluates_every_prompt_afresh():
+    """Gemma 3's sliding-window layers: reusing cached prompt cells changed answers
+    (capacity.md), so the llama.cpp backend evaluates every prompt from scratch and says why;
+    the embedded SmolLM2 (no sliding window) keeps the prefix cache."""
+    from memworker.inference.backends import LlamaCppBackend
+
+    smol = LlamaCppBackend(registry.embedded_gguf_path(), n_ctx=512, n_threads=1)
+    assert (smol.kv_cache, smol.kv_cache_note, smol.sliding_window()) == ("prefix", None, 0)
+    smol.llm.close()
+    try:
+        path = registry.embedded_gguf_path(KEY)
+    except registry.BaseUnavailable as exc:
+        not_applicable(f"the optional Gemma base is not installed ({exc})")
+    gemma = LlamaCppBackend(path, n_ctx=512, n_threads=1)
+    assert gemma.kv_cache == "off" and gemma.prefix_cache is None
+    assert gemma.sliding_window() == 512 and "sliding-window attention" in gemma.kv_cache_note
+    gemma.llm.close()

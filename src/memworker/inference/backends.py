@@ -16,7 +16,9 @@ codec turns "length" into a truncation error, so nothing here hides a cut-off an
   `kv_cache` chooses how much of the KV cache a request reuses: "prefix" (default) keeps the
   shared prompt prefixes (system + task instructions) of recent requests and restores the best
   one (`memworker.inference.kv_prefix`); "last" is llama-cpp-python's own reuse of the common
-  prefix with the previous prompt only; "off" evaluates every prompt from scratch.
+  prefix with the previous prompt only; "off" evaluates every prompt from scratch. A model with
+  sliding-window attention (Gemma 3) always runs "off", and `kv_cache_note` says why: reusing
+  cached cells there gave other answers than a fresh evaluation.
   `greedy_grammar` (default on) samples temperature-0 grammar requests argmax-first and filters
   the vocabulary with the grammar only when it rejects the argmax
   (`memworker.inference.greedy_grammar`). Outputs are byte-identical with every combination
@@ -151,7 +153,25 @@ class LlamaCppBackend:
                              record_logprobs=record_logprobs)
         except ValueError as exc:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from None
+        #: why the KV cache mode asked for was not used (None: it was)
+        self.kv_cache_note: str | None = None
+        if kv_cache != "off" and self.sliding_window() > 0:
+            # Gemma 3's sliding-window layers: restoring a cached prefix (and llama-cpp-python's
+            # reuse of the last prompt's) gave other answers than a fresh evaluation on the
+            # natural-dev rows (docs/research/capacity.md "Stage 1, both bases"), so every prompt
+            # is evaluated from scratch, as "off" does
+            self.kv_cache_note = (f"kv_cache {kv_cache!r} -> 'off': the model has sliding-window "
+                                  f"attention ({self.sliding_window()} tokens), where reusing "
+                                  "cached prompt cells was not byte-identical to a fresh "
+                                  "evaluation")
+            self.kv_cache, self.prefix_cache, self.llm.prefix_cache = "off", None, None
         self._checked: set[str] = set()
+
+    def sliding_window(self) -> int:
+        """The model's sliding attention window in tokens (0: none)."""
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_n_swa(self.llm.model))
 
     def chat_template(self) -> str | None:
         return self.llm.metadata.get("tokenizer.chat_template")
