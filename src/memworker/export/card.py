@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memworker.export import gate
 from memworker.export import modelfile as mfile
 from memworker.ontology import PREDICATES
 
 CARD = "README.md"
 #: the first receipt format whose card has the intended use, the natural and live figures in its
-#: limitations and the grading section (`memworker.export.gate.LIVE_FORMAT`)
-CARD_FORMAT = 2
+#: limitations and the grading section: the format whose gate reads them
+CARD_FORMAT = gate.LIVE_FORMAT
 #: hand-written sets whose figures head the limitations (the natural set is a test; natural-dev
 #: was chosen on, and says so)
 HAND_WRITTEN_SETS = (("natural", "the hand-written natural set (a test: never trained or "
@@ -114,11 +115,6 @@ def _evaluation(evaluation: Any) -> list[str]:
     return out
 
 
-def _format(receipt: dict[str, Any]) -> int:
-    fmt = receipt.get("format")
-    return fmt if isinstance(fmt, int) and not isinstance(fmt, bool) else 1
-
-
 def _intended_use(receipt: dict[str, Any]) -> list[str]:
     worker = {**mfile.DEFAULT_WORKER, **(receipt.get("worker") or {})}
     return ["## Intended use", "",
@@ -157,11 +153,7 @@ def _hand_written_limits(receipt: dict[str, Any]) -> list[str]:
     out = []
     evaluation = receipt.get("evaluation") or {}
     for set_name, words in HAND_WRITTEN_SETS:
-        summary = evaluation.get(set_name)
-        comp = None
-        for c in (summary or {}).get("comparisons") or [] if isinstance(summary, dict) else []:
-            if c.get("a") == "student" and c.get("b") == "rules":
-                comp = c
+        comp = gate.comparison(evaluation.get(set_name), "student", "rules")
         extract = ((comp or {}).get("tasks") or {}).get("extract") or {}
         if not extract:
             out.append(f"on {words}: not evaluated in this release")
@@ -172,12 +164,11 @@ def _hand_written_limits(receipt: dict[str, Any]) -> list[str]:
                    f"{_ratio_text(cov)} (paired 95 % intervals over episodes): on "
                    "conversation nobody here templated the student stores a small share of "
                    "the facts a reader would")
-    live = receipt.get("live")
-    arms = (live or {}).get("arms") if isinstance(live, dict) else None
-    if isinstance(arms, dict) and arms:
+    arms = gate.live_passed(receipt.get("live"))
+    if arms:
         out.append("live acceptance inside a small hmem-shaped store (`eval/live.py`): "
-                   + "; ".join(f"{arm} passes {r.get('passed')} of {r.get('total')} scenarios"
-                               for arm, r in sorted(arms.items()) if isinstance(r, dict)))
+                   + "; ".join(f"{arm} passes {passed} of {total} scenarios"
+                               for arm, (passed, total) in sorted(arms.items())))
     else:
         out.append("live acceptance: not recorded in this release")
     return out
@@ -217,7 +208,7 @@ def render(receipt: dict[str, Any]) -> str:
     else:
         lines += [f"The base `{base.get('hf_repo')}` through memworker's export path (no "
                   "adapter), for matched evaluation.", ""]
-    current = _format(receipt) >= CARD_FORMAT
+    current = gate.release_format(receipt) >= CARD_FORMAT
     if current and student:
         lines += _intended_use(receipt)
     lines += ["## Files", "", "| file | size | sha256 |", "|---|---|---|"]

@@ -149,7 +149,7 @@ def waiver_problems(waivers: Any) -> list[str]:
     return out
 
 
-def _comparison(summary: Any, a: str, b: str) -> dict[str, Any] | None:
+def comparison(summary: Any, a: str, b: str) -> dict[str, Any] | None:
     if not isinstance(summary, dict):
         return None
     for comp in summary.get("comparisons") or []:
@@ -236,11 +236,11 @@ def evaluate(receipt: dict[str, Any]) -> dict[str, Any]:
     for set_name, summary in sorted(evaluation.items()):
         if set_name in REPORTED_SETS:
             continue
-        base = _comparison(summary, "student", "base")
+        base = comparison(summary, "student", "base")
         if base is not None:
             for task, metric in PRIMARY.items():
                 checks.append(_check(set_name, "base", task, metric, NOT_BELOW, base))
-        rules = _comparison(summary, "student", "rules")
+        rules = comparison(summary, "student", "rules")
         if rules is not None:
             for task, metric, requirement in RULES_CHECKS:
                 if set_name in NOT_BELOW_SETS and not live_format:

@@ -155,13 +155,14 @@ class LlamaCppBackend:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from None
         #: why the KV cache mode asked for was not used (None: it was)
         self.kv_cache_note: str | None = None
-        if kv_cache != "off" and self.sliding_window() > 0:
+        window = self.sliding_window() if kv_cache != "off" else 0
+        if window > 0:
             # Gemma 3's sliding-window layers: restoring a cached prefix (and llama-cpp-python's
             # reuse of the last prompt's) gave other answers than a fresh evaluation on the
             # natural-dev rows (docs/research/capacity.md "Stage 1, both bases"), so every prompt
             # is evaluated from scratch, as "off" does
             self.kv_cache_note = (f"kv_cache {kv_cache!r} -> 'off': the model has sliding-window "
-                                  f"attention ({self.sliding_window()} tokens), where reusing "
+                                  f"attention ({window} tokens), where reusing "
                                   "cached prompt cells was not byte-identical to a fresh "
                                   "evaluation")
             self.kv_cache, self.prefix_cache, self.llm.prefix_cache = "off", None, None

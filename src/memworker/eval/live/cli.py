@@ -16,14 +16,13 @@ from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
 from memworker.inference.hmem import MemWorkerBackend
-from memworker.receipts import environment
+from memworker.receipts import RELEASE_KIND, environment
 from memworker.turns import FORMS
 
 #: records a live summary in a release receipt (receipt given to --into-receipt, summary,
 #: release folder): the receipt's one writer, `memworker.export.receipt.record_live_file`, which
 #: `eval/live.py` hands over (the evaluator does not import the export)
 RecordLive = Callable[[Path, dict[str, Any], Path], Any]
-RELEASE_KIND = "memworker-release"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker.eval import stats
+from memworker.eval import summary as S
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.eval.studies.confidence import Rows
 from memworker.eval.studies.verifier_auc import _only
@@ -71,8 +71,9 @@ class SetFigures:
             self.scores.append([(SCORES[DEFAULT_SCORE](f), verifier.prob(c, row["input"]))
                                 for c, f in zip(sample["output"]["claims"], field_stats,
                                                 strict=True)])
-        self.rules_graded = [grade_sample(row, r) for row, _, r, _ in self.rows.items]
-        self.clusters = [row["episode"] for row, *_ in self.rows.items]
+        self.by_id = {row["id"]: row for row, *_ in self.rows.items}
+        self.ids = list(self.by_id)
+        self.rules_by_id = {row["id"]: grade_sample(row, r) for row, _, r, _ in self.rows.items}
 
     def gated(self, lp: float, vt: float) -> list[dict[str, Any]]:
         """The model's rows graded with its claims gated (a row without statistics as it ran)."""
@@ -94,15 +95,12 @@ class SetFigures:
                                "support": round(counts[1] / counts[0], 4) if counts[0] else None,
                                "coverage": round(counts[2] / counts[3], 4) if counts[3] else None}
         ok = True
-        for metric in CHECKS:
-            have = [i for i, (g, r) in enumerate(zip(graded, self.rules_graded, strict=True))
-                    if metric in g["metrics"] and metric in r["metrics"]]
-            pa = [graded[i]["metrics"][metric] for i in have]
-            pb = [self.rules_graded[i]["metrics"][metric] for i in have]
-            cl = [self.clusters[i] for i in have]
-            ci = stats.paired_bootstrap(pa, pb, cl, resamples=resamples, seed=seed)
-            gold = [[self.rules_graded[i]["counts"]["required"]] * 2 for i in have]
-            reach = stats.paired_bootstrap(gold, pb, cl, resamples=resamples, seed=seed)
+        graded_by_id = {row["id"]: g for (row, *_), g in zip(self.rows.items, graded,
+                                                              strict=True)}
+        for metric in CHECKS:   # the evaluator's own paired figures (`summary.paired_metric`)
+            item = S.paired_metric(graded_by_id, self.rules_by_id, self.ids, metric, self.by_id,
+                                   binary=False, resamples=resamples, seed=seed)
+            ci, reach = item["ci"], item.get("reach")
             above = reach is None or reach[0] > 0   # else: "not below" (the gate's rule)
             passed = ci is not None and (ci[0] > 0 if above else ci[1] >= 0)
             ok = ok and passed
