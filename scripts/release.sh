@@ -40,8 +40,9 @@
 # threshold chosen on val with proposing), TURN_HISTORY=none (turns forms: each turn reads the
 # window and its own question alone), TURN_QUOTES=own (turns forms: each turn quotes its own
 # event only), EVENT_STAMPS=minute (extract prompts write the events' timestamps to the
-# minute) and CLAIM_LAYOUT=v6 (turns forms: claims written without quotes, the codec quoting the
-# turn's sentence). They go to the training (the form, the history, the stamps, the layout), the
+# minute), CLAIM_LAYOUT=v6 (turns forms: claims written without quotes, the codec quoting the
+# turn's sentence) and WITH_RULES=1 (the hybrid worker: the rules' extract claims kept beside the
+# student's, memworker.inference.hybrid). They go to the training (the form, the history, the stamps, the layout), the
 # export (the receipt and the Modelfile), every evaluation of the student and live acceptance;
 # the base and the rules run ungated and do not propose, and the rules answer in the window form.
 # export/verify.py refuses a release whose evaluations ran the student otherwise.
@@ -82,6 +83,10 @@ fi
 if [ -n "${PROPOSE:-}" ]; then
     WORKER_EXPORT+=(--propose)
     WORKER_EVAL+=(--propose student)
+fi
+if [ -n "${WITH_RULES:-}" ]; then
+    WORKER_EXPORT+=(--with-rules)
+    WORKER_EVAL+=(--with-rules student)
 fi
 [ "$EXTRACT_FORM" = window ] || WORKER_TRAIN+=(--extract-form "$EXTRACT_FORM")
 TURN_HISTORY=${TURN_HISTORY:-answers}

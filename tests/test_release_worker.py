@@ -163,7 +163,7 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     MemWorkerBackend.from_release(folder, n_ctx=2048)
     assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
                     "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto",
-                    "claim_layout": "v3"}
+                    "claim_layout": "v3", "with_rules": "none"}
     receipt["worker"] = {**TURNS, "claim_layout": "v6"}
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)
@@ -188,6 +188,12 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     assert seen["turn_history"] == "none" and seen["propose"] is True
     with pytest.raises(InputError, match="from the receipt's worker"):
         MemWorkerBackend.from_release(folder, turn_history="answers")
+    receipt["worker"] = {**PROPOSING, "with_rules": "union"}   # the hybrid worker
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["with_rules"] == "union"
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, with_rules="none")
     with pytest.raises(InputError, match="not a release receipt"):
         MemWorkerBackend.from_release(tmp_path)
 

@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "rules arm answers as always")
     runner.add_turn_options(p)
     runner.add_propose_option(p)
+    runner.add_with_rules_option(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -138,6 +139,12 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
                                  else "not proposing, now proposing"),
                                  "name the arm differently, or remove its samples to run it "
                                  "again")
+        old_hybrid = name in before.get("with_rules", [])
+        if old_hybrid != (name in config.get("with_rules", [])):
+            raise ConfigMismatch(f"{where} arm {name!r} " + (
+                "with the rules' claims, now without" if old_hybrid
+                else "without the rules' claims, now with"),
+                "name the arm differently, or remove its samples to run it again")
         old_spec, old_gguf = before.get("arms", {}).get(name), before.get("gguf", {}).get(name)
         new_gguf = config["gguf"].get(name)
         if old_spec != config["arms"][name] or (old_gguf or {}).get("sha256") != \
@@ -156,6 +163,10 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
                        | set(config.get("proposing", [])))
     if proposing:
         joined["proposing"] = proposing
+    hybrids = sorted({n for n in before.get("with_rules", []) if n not in config["arms"]}
+                     | set(config.get("with_rules", [])))
+    if hybrids:
+        joined["with_rules"] = hybrids
     return joined
 
 
@@ -202,8 +213,10 @@ def _plan(args: argparse.Namespace) -> Plan:
         rows = rows[: args.limit]
     arms = runner.assign_gates(arms, args.claim_gate, args.extract_form)
     arms = runner.assign_proposals(arms, args.propose, args.extract_form)
+    arms = runner.assign_with_rules(arms, args.with_rules, args.extract_form)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
+    hybrids = sorted(a.name for a in arms if a.with_rules)
     runner.check_turn_options(args)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
@@ -218,7 +231,8 @@ def _plan(args: argparse.Namespace) -> Plan:
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment(), **({"logprobs": True} if args.logprobs else {}),
               **({"claim_gates": gates} if gates else {}),
-              **({"proposing": proposing} if proposing else {})}
+              **({"proposing": proposing} if proposing else {}),
+              **({"with_rules": hybrids} if hybrids else {})}
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 

@@ -26,7 +26,7 @@ from memworker import turns as tforms
 from memworker.corpus.sets import DEFAULT_NATURAL, HAND_WRITTEN, SETS, load_eval_rows  # noqa: F401
 from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
-from memworker.inference import backends, codec
+from memworker.inference import backends, codec, hybrid
 from memworker.inference.backends import BackendError
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.rules import RulesBackend
@@ -60,6 +60,9 @@ class Arm:
     #: gate, so it belongs to the arm too: an ungated arm (the base beside a proposing student)
     #: answers as it would, and the rules arm never proposes.
     propose: bool = False
+    #: the hybrid worker (`memworker.inference.hybrid`): the rules' extract claims kept beside
+    #: the arm's (after its claim gate); a worker policy, so it belongs to the arm
+    with_rules: bool = False
 
     @property
     def spec(self) -> str:
@@ -248,6 +251,33 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
     return [replace(a, propose=a.name in chosen) for a in arms]
 
 
+def add_with_rules_option(parser: Any) -> None:
+    """The `--with-rules ARM` option of eval/run.py and eval/live.py (values for
+    `assign_with_rules`)."""
+    parser.add_argument("--with-rules", action="append", default=None, metavar="ARM",
+                        help="the arm ARM runs as the hybrid worker: the rules' extract claims "
+                             "kept beside its own (after its claim gate; "
+                             "memworker.inference.hybrid); repeatable")
+
+
+def assign_with_rules(arms: list[Arm], names: list[str] | None,
+                      extract_form: str = "window") -> list[Arm]:
+    """`arms` with `with_rules` set from `--with-rules` values (model arms' names); EvalError
+    for an unknown or rules arm and in the walk form."""
+    chosen: set[str] = set()
+    for name in names or []:
+        arm = next((a for a in arms if a.name == name), None)
+        if arm is None:
+            raise EvalError(f"--with-rules {name}: no arm named {name!r}")
+        if arm.kind == "rules":
+            raise EvalError(f"--with-rules {name}: the rules arm is the rules already")
+        chosen.add(name)
+    if names and extract_form == "walk":
+        raise EvalError("--with-rules merges extract answers of the window, turns and sentences "
+                        "forms only")
+    return [replace(a, with_rules=a.name in chosen) for a in arms]
+
+
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:
     """The arm's backend; `record_logprobs` asks a model arm for its answer tokens'
     log-probabilities (kept in each attempt of the samples; the answers do not change). An arm
@@ -284,7 +314,8 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             grader: Grader | None = None, form: str = "window",
-            claim_gate: str | None = None, propose: bool = False) -> dict[str, Any]:
+            claim_gate: str | None = None, propose: bool = False,
+            with_rules: bool = False) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
@@ -293,7 +324,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     below it are dropped (`memworker.inference.gate`; the sample's `gate` records
     the scores, and the dropped claims are in its diagnostics; a backend that returns no
     log-probabilities raises `GateError`, a backend error). `propose` (turns forms): every turn
-    answers at least one claim (`codec.run_turns(propose=True)`)."""
+    answers at least one claim (`codec.run_turns(propose=True)`). `with_rules`: the rules' extract
+    claims are merged in after the gate (`memworker.inference.hybrid`; the sample's `with_rules`
+    says how many each side gave)."""
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar,
@@ -326,6 +359,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         attempts = result.attempts
         if claim_gate is not None and task == "extract":
             result = ClaimGate.parse(claim_gate).apply(result, inputs, form)
+        if with_rules and task == "extract":
+            model_claims = len(result.output["claims"])
+            result = hybrid.with_rules(result, inputs)
     except codec.CodecError as exc:
         error = exc
         attempts = exc.attempts
@@ -356,6 +392,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         sample["turns"] = [_attempt_doc(a) for a in generations]
     if result is not None and result.gate is not None:
         sample["gate"] = result.gate
+    if with_rules and task == "extract" and result is not None:
+        sample["with_rules"] = {"policy": "union", "model_claims": model_claims,
+                                "claims": len(result.output["claims"])}
     sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
 
@@ -409,7 +448,7 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                     sample = run_row(backend, row, sampler, grader,
                                      form="window" if arm.kind == "rules"
                                      else sampler.extract_form, claim_gate=arm.claim_gate,
-                                     propose=arm.propose)
+                                     propose=arm.propose, with_rules=arm.with_rules)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

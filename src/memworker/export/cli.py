@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "and the codec quotes the turn's sentence (a student trained with "
                              "train/run.py --claim-layout v6); recorded as the release's worker; "
                              "evaluate the student so (eval/run.py --claim-layout v6)")
+    parser.add_argument("--with-rules", action="store_true",
+                        help="the hybrid worker: the rules' extract claims kept beside the "
+                             "student's (after its gate; memworker.inference.hybrid); recorded "
+                             "as the release's worker; evaluate the student so (eval/run.py "
+                             "--with-rules student)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -129,7 +134,8 @@ def run(args: argparse.Namespace) -> list[str]:
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
-                                 claim_layout=args.claim_layout, **common)
+                                 claim_layout=args.claim_layout,
+                                 with_rules="union" if args.with_rules else "none", **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]
         lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "

@@ -50,6 +50,7 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and event_stamps=" if worker.get("event_stamps", "full") != "full" else "")
             + (" and turn_quotes=" if worker.get("turn_quotes", "upto") != "upto" else "")
             + (" and claim_layout=" if worker.get("claim_layout", "v3") != "v3" else "")
+            + (" and with_rules=" if worker.get("with_rules", "none") != "none" else "")
             + "; Ollama alone applies neither)")
 
 
@@ -66,7 +67,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} each turn quoting its own event"
                if worker.get("turn_quotes", "upto") != "upto" else "")
             + (f"{sep} claims in layout {worker['claim_layout']} (the codec quotes the turn's "
-               "sentence)" if worker.get("claim_layout", "v3") != "v3" else ""))
+               "sentence)" if worker.get("claim_layout", "v3") != "v3" else "")
+            + (f"{sep} the rules' claims kept beside the student's"
+               if worker.get("with_rules", "none") != "none" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

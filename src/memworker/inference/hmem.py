@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from memworker import registry, temporal
-from memworker.inference import codec
+from memworker.inference import codec, hybrid
 from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAICompatBackend
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
@@ -79,7 +79,7 @@ class WorkerError(InputError):
 def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   propose: bool = False, turn_history: str = "answers",
                   event_stamps: str = "full", turn_quotes: str = "upto",
-                  claim_layout: str = "v3") -> dict[str, Any]:
+                  claim_layout: str = "v3", with_rules: str = "none") -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
@@ -89,7 +89,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     write the events' timestamps to the minute, `memworker.prompts.restamp`) and `turn_quotes`
     "own" (turns forms: each turn's claims quote its own event only, `codec.run_turns(own_quotes=
     True)`) likewise, and `claim_layout` "v6" (turns forms: claims written without quotes, the
-    codec quoting the turn's sentence, `codec.run_turns(layout="v6")`)."""
+    codec quoting the turn's sentence, `codec.run_turns(layout="v6")`), and `with_rules` "union"
+    (the rules' extract claims kept beside the model's, `memworker.inference.hybrid`)."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -120,12 +121,18 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if claim_layout != "v3" and extract_form not in TURN_FORMS:
         raise WorkerError("claim layout " + repr(claim_layout) + " needs extract form "
                           + " or ".join(TURN_FORMS))
+    if with_rules not in hybrid.POLICIES:
+        raise WorkerError(f"with rules {with_rules!r}: one of {', '.join(hybrid.POLICIES)}")
+    if with_rules != "none" and extract_form == "walk":
+        raise WorkerError("with rules merges extract answers of the window, turns and sentences "
+                          "forms only")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
             **({"event_stamps": event_stamps} if event_stamps != "full" else {}),
             **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {}),
-            **({"claim_layout": claim_layout} if claim_layout != "v3" else {})}
+            **({"claim_layout": claim_layout} if claim_layout != "v3" else {}),
+            **({"with_rules": with_rules} if with_rules != "none" else {})}
 
 
 def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,14 +141,14 @@ def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
     return worker_config(worker.get("extract_form", "window"), worker.get("claim_gate"),
                          worker.get("propose") is True, worker.get("turn_history", "answers"),
                          worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
-                         worker.get("claim_layout", "v3"))
+                         worker.get("claim_layout", "v3"), worker.get("with_rules", "none"))
 
 
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
     """The command-line flags that run a release's `worker` record (checked by `worker_config`):
     export/run.py's (`arm` None) or, for the model arm `arm`, eval/run.py's and eval/live.py's
-    (`--claim-gate ARM=…`, `--propose ARM`). scripts/release.sh builds the same from its
-    variables."""
+    (`--claim-gate ARM=…`, `--propose ARM`, `--with-rules ARM`). scripts/release.sh builds the
+    same from its variables."""
     w = record_config(worker)
     flags = ["--extract-form", w["extract_form"]]
     if w["claim_gate"]:
@@ -151,6 +158,8 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
     for key in ("turn_history", "event_stamps", "turn_quotes", "claim_layout"):
         if key in w:
             flags += ["--" + key.replace("_", "-"), w[key]]
+    if "with_rules" in w:   # one policy today ("union"): the flag names the arm, as --propose
+        flags += ["--with-rules"] if arm is None else ["--with-rules", arm]
     return flags
 
 
@@ -187,10 +196,11 @@ class MemWorkerBackend:
                  max_tokens: int | None = None, extract_form: str = "window",
                  claim_gate: ClaimGate | str | None = None, propose: bool = False,
                  turn_history: str = "answers", event_stamps: str = "full",
-                 turn_quotes: str = "upto", claim_layout: str = "v3"):
+                 turn_quotes: str = "upto", claim_layout: str = "v3",
+                 with_rules: str = "none"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
                       else claim_gate, propose, turn_history, event_stamps, turn_quotes,
-                      claim_layout)
+                      claim_layout, with_rules)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -214,6 +224,9 @@ class MemWorkerBackend:
         #: turns forms: "v6", claims written without quotes, the codec quoting the turn's
         #: sentence (`memworker.wire.V6_FIELDS`); "v3", as the wire was
         self.claim_layout = claim_layout
+        #: "union": the rules' extract claims kept beside the model's (after its gate;
+        #: `memworker.inference.hybrid`); "none", the model's alone
+        self.with_rules = with_rules
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -246,7 +259,8 @@ class MemWorkerBackend:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
-                        "event_stamps", "turn_quotes", "claim_layout"} & set(kwargs))
+                        "event_stamps", "turn_quotes", "claim_layout", "with_rules"}
+                       & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
         worker = receipt.get("worker") or {}
@@ -256,7 +270,8 @@ class MemWorkerBackend:
                              turn_history=worker.get("turn_history", "answers"),
                              event_stamps=worker.get("event_stamps", "full"),
                              turn_quotes=worker.get("turn_quotes", "upto"),
-                             claim_layout=worker.get("claim_layout", "v3"), **kwargs)
+                             claim_layout=worker.get("claim_layout", "v3"),
+                             with_rules=worker.get("with_rules", "none"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -294,6 +309,8 @@ class MemWorkerBackend:
                                stamps=self.event_stamps)
         if task == "extract" and self.claim_gate is not None:
             result = self.claim_gate.apply(result, inputs, self.extract_form)
+        if task == "extract" and self.with_rules != "none":
+            result = hybrid.with_rules(result, inputs, self.with_rules)
         self.last = result
         return result
 

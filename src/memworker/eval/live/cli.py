@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "eval/run.py --claim-gate); repeatable")
     eval_runner.add_turn_options(p)
     eval_runner.add_propose_option(p)
+    eval_runner.add_with_rules_option(p)
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
                    help="record the summary as the live acceptance of this release receipt "
                         "(`live`, which the gate of a format-2 release reads); the release "
@@ -106,6 +107,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
+    arms = eval_runner.assign_with_rules(arms, args.with_rules, args.extract_form)
     ungated = [a.name for a in arms if a.propose and a.claim_gate is None]
     if ungated:
         raise EvalError(f"--propose: arm(s) {', '.join(ungated)} have no --claim-gate to keep or "
@@ -128,9 +130,11 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                       event_stamps=args.event_stamps, turn_quotes=args.turn_quotes)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
+    hybrids = sorted(a.name for a in arms if a.with_rules)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
               **({"proposing": proposing} if proposing else {}),
+              **({"with_rules": hybrids} if hybrids else {}),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -179,7 +183,8 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   claim_gate=arm.claim_gate, propose=arm.propose,
                                   turn_history=sampler.turn_history if model else "answers",
                                   event_stamps=sampler.event_stamps if model else "full",
-                                  turn_quotes=sampler.turn_quotes if model else "upto")
+                                  turn_quotes=sampler.turn_quotes if model else "upto",
+                                  with_rules="union" if arm.with_rules else "none")
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

@@ -35,7 +35,8 @@ CODE_FILES = (
     "contracts.py", "hashing.py", "prompts.py", "safety.py", "spans.py", "temporal.py",
     "textnorm.py", "verify.py", "wire.py",
     "inference/backends.py", "inference/codec.py", "inference/grammar.py",
-    "inference/greedy_grammar.py", "inference/hmem.py", "inference/kv_prefix.py",
+    "inference/greedy_grammar.py", "inference/hmem.py", "inference/hybrid.py",
+    "inference/kv_prefix.py",
     "inference/llama_ext.py", "inference/rules.py", "inference/schema.py",
     "eval/grade.py",
     "eval/live/checks.py", "eval/live/runner.py", "eval/live/scenarios.py",
@@ -62,6 +63,8 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
         model["claim_gate"] = arm.claim_gate
     if arm.propose:  # (absent when not proposing: results stored before proposing match)
         model["propose"] = True
+    if arm.with_rules:  # (absent without the rules' claims: results stored before match)
+        model["with_rules"] = "union"
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
     threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":

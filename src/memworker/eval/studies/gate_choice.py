@@ -20,6 +20,10 @@ runs; nothing is written unless `--json`.
 
     python eval/studies/gate_choice.py --folder val=receipts/eval/val-47/e22:e22 \\
         --folder natural-dev=receipts/eval/natural-dev/e22:n1
+
+With `--union` each gated arm is the hybrid worker's instead: the rules' claims, then the gated
+model claims that say something the rules did not (`memworker.inference.hybrid`'s `union`, composed
+and decoded as `eval/studies/hybrid.py` composes it), compared with the rules alone.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 from memworker.eval import summary as S
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.eval.studies.confidence import Rows
+from memworker.eval.studies.rowtools import compose_row
 from memworker.eval.studies.verifier_auc import _only
 from memworker.inference.gate import DEFAULT_SCORE, SCORES
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
@@ -60,8 +65,8 @@ class SetFigures:
     """One folder: its rows, the model's claims with both scores, and the rules' graded rows."""
 
     def __init__(self, name: str, folder: Path, model: str, verifier: Verifier,
-                 rules: str = "rules"):
-        self.name, self.folder, self.model = name, folder, model
+                 rules: str = "rules", union: bool = False):
+        self.name, self.folder, self.model, self.union = name, folder, model, union
         self.rows = Rows(folder, model, rules)
         self.scores: list[list[tuple[float, float]] | None] = []
         for row, sample, _, field_stats in self.rows.items:
@@ -76,14 +81,15 @@ class SetFigures:
         self.rules_by_id = {row["id"]: grade_sample(row, r) for row, _, r, _ in self.rows.items}
 
     def gated(self, lp: float, vt: float) -> list[dict[str, Any]]:
-        """The model's rows graded with its claims gated (a row without statistics as it ran)."""
+        """The model's rows graded with its claims gated (a row without statistics as it ran);
+        with `union`, the rules' claims and the gated model's new ones."""
         out = []
-        for (row, sample, _, _), scores in zip(self.rows.items, self.scores, strict=True):
-            if scores is None:
-                out.append(grade_sample(row, sample))
-                continue
-            keep = [keeps(a, b, lp, vt) for a, b in scores]
-            out.append(grade_sample(row, _only(sample, keep)))
+        for (row, sample, rules, _), scores in zip(self.rows.items, self.scores, strict=True):
+            if scores is not None:
+                sample = _only(sample, [keeps(a, b, lp, vt) for a, b in scores])
+            if self.union:
+                sample = compose_row(row, rules, sample, {"extract": "union"}, "union")
+            out.append(grade_sample(row, sample))
         return out
 
     def judge(self, lp: float, vt: float, *, resamples: int, seed: int) -> dict[str, Any]:
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="verifier thresholds (above 1: that side keeps nothing)")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS,
                    help="the verifier's weights (default: the committed verifier.json)")
+    p.add_argument("--union", action="store_true",
+                   help="judge the hybrid worker: the rules' claims plus the gated model's new ones")
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = p.parse_args(argv)
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             folder, colon, arm = rest.rpartition(":")
             if not (eq and colon and name and folder and arm):
                 raise EvalError(f"--folder {spec!r}: expected SET=FOLDER:ARM")
-            sets.append(SetFigures(name, Path(folder), arm, verifier))
+            sets.append(SetFigures(name, Path(folder), arm, verifier, union=args.union))
         figures = study(sets, args.logprob, args.verifier, resamples=args.resamples)
     except (EvalError, VerifierError, OSError, KeyError, ValueError) as exc:
         print(f"eval/studies/gate_choice.py: error: {exc}", file=sys.stderr)

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from memworker import wire
-from memworker.eval.grade import predicate_match, subject_match
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.inference import codec
 from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, turn_parts
+from memworker.inference.hybrid import MERGES, claim_limit, merge_extract
 from memworker.inference.schema import build_schema
-from memworker.textnorm import value_key
 from memworker.turns import asked
 
 
@@ -37,7 +36,7 @@ def read_folder(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]],
 
 
 #: the hybrid's policies per task (`compose_row`; eval/studies/hybrid.py describes each)
-EXTRACT_POLICIES = ("union", "fill", "rules", "model")
+EXTRACT_POLICIES = MERGES
 OTHER_POLICIES = ("rules", "model", "derived")
 
 
@@ -87,44 +86,6 @@ def surest(sample: dict[str, Any], stats: list[Fields], score: str,
     return _filtered(sample, [SCORES[score](f) >= threshold for f in stats])
 
 
-def _says(record: dict[str, Any]) -> tuple[str, str, str]:
-    """What a claim says: subject name, predicate, value key."""
-    return record["subject"]["name"], record["predicate"], value_key(record["value"])
-
-
-def _same(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
-    """Two claims say the same fact by the grader's own matchers (`grade.claim_matches`:
-    subject, predicate family and value), read both ways."""
-    return a[2] == b[2] and (subject_match(a[0], b[0]) or subject_match(b[0], a[0])) and (
-        predicate_match(a[1], b[1]) or predicate_match(b[1], a[1]))
-
-
-def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] | None,
-                  policy: str, limit: int) -> dict[str, Any]:
-    """The merged wire extract answer (claims as arrays, the rules' first)."""
-    rules_claims = list((rules_wire or {}).get("claims", []))
-    model_claims = list((model_wire or {}).get("claims", []))
-    if policy == "rules":
-        return {"claims": rules_claims[:limit]}
-    if policy == "model":
-        return {"claims": model_claims[:limit]}
-    out = rules_claims[:limit]
-    said = [_says(wire.unpack_claim(c)) for c in out]
-    rule_events = {q["event"] for c in out for q in wire.unpack_claim(c)["quotes"]}
-    for claim in model_claims:
-        if len(out) >= limit:
-            break
-        record = wire.unpack_claim(claim)
-        says = _says(record)
-        if any(_same(says, s) for s in said):
-            continue
-        if policy == "fill" and {q["event"] for q in record["quotes"]} & rule_events:
-            continue
-        out.append(claim)
-        said.append(says)
-    return {"claims": out}
-
-
 def text_only(task: str, answer: dict[str, Any]) -> dict[str, Any]:
     """The wire v4 answer (text only) of a consolidate or reflect sample's verified wire answer:
     a v4 one as it is; an older one (the canonical shape, ids written by the model) without its
@@ -133,10 +94,6 @@ def text_only(task: str, answer: dict[str, Any]) -> dict[str, Any]:
         return {"observations": [o["statement"] if isinstance(o, dict) else o
                                  for o in answer["observations"]]}
     return {"answer": answer["answer"]}
-
-
-def _claim_limit(schema: dict[str, Any]) -> int:
-    return int(schema["properties"]["claims"].get("maxItems", 0))
 
 
 def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any],
@@ -151,7 +108,7 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
     schema = build_schema(task, row["input"])
     if task == "extract":
         merged = merge_extract(rules.get("wire"), model.get("wire"), policy,
-                               _claim_limit(schema))
+                               claim_limit(schema))
     elif model.get("wire") is None:  # the model's answer failed: nothing to read choices from
         return {**model, "arm": name, "seconds": float(model["seconds"])}
     else:

@@ -1,0 +1,115 @@
+"""The hybrid worker: the rules' extract claims kept beside the model's (issue 50).
+
+A worker configured `with_rules="union"` answers an extract request as the model does (its form,
+proposing and claim gate unchanged), then adds the rules' answer to the same request: the rules'
+claims first, then the model's claims that say something the rules did not (another subject,
+predicate or value), up to the request schema's claim limit. The merged wire answer goes through
+the same codec (`codec.decode`) as any answer, so the store sees one verified extract answer.
+Consolidation and reflection stay the model's.
+
+Why: the rules (`memworker.inference.rules`) store plain first-person sentences ("I use Neovim
+for all my Go work.") that a gated student drops, and the gated student stores facts in wording
+the rules cannot read. `eval/studies/hybrid.py` and `eval/studies/gate_choice.py --union`
+measure the same union from recorded samples (they call `merge_extract`).
+
+Two claims "say the same" when their subjects match (normalised, with or without the
+parenthesised relation; "the user" and its synonyms are one), their predicates are equal (both
+sides write the request's ontology vocabulary) and their values have one value key
+(`textnorm.value_key`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from memworker import wire
+from memworker.inference import codec
+from memworker.inference.rules import ANSWERS, answer_text
+from memworker.inference.schema import build_schema
+from memworker.textnorm import bare_name, norm, value_key
+
+#: the hybrid policies a worker record may name (`hmem.worker_config(with_rules=…)`)
+POLICIES = ("none", "union")
+#: the policies `merge_extract` knows: `fill` adds only model claims that quote no event the
+#: rules took a claim from (a study's policy, not a worker's); `rules` and `model` one side alone
+MERGES = ("union", "fill", "rules", "model")
+
+
+#: subject names that mean the user (normalised)
+_USER = frozenset(("the user", "user", "i", "me", "myself", "users", "you"))
+
+
+def _subject_keys(name: str) -> frozenset[str]:
+    keys = {norm(name), norm(bare_name(name))} - {""}
+    return frozenset({"the user"}) if keys & _USER else frozenset(keys)
+
+
+def same_fact(a: tuple[str, str, str], b: tuple[str, str, str]) -> bool:
+    """Two `says` tuples state one fact: one subject, one predicate, one value key."""
+    return a[1] == b[1] and a[2] == b[2] and bool(_subject_keys(a[0]) & _subject_keys(b[0]))
+
+
+def says(record: dict[str, Any]) -> tuple[str, str, str]:
+    """What a claim says: subject name, predicate, value key."""
+    return record["subject"]["name"], record["predicate"], value_key(record["value"])
+
+
+def merge_extract(rules_wire: dict[str, Any] | None, model_wire: dict[str, Any] | None,
+                  policy: str, limit: int) -> dict[str, Any]:
+    """The merged wire extract answer (claims as arrays, the rules' first)."""
+    if policy not in MERGES:
+        raise ValueError(f"merge policy {policy!r}: one of {', '.join(MERGES)}")
+    rules_claims = list((rules_wire or {}).get("claims", []))
+    model_claims = list((model_wire or {}).get("claims", []))
+    if policy == "rules":
+        return {"claims": rules_claims[:limit]}
+    if policy == "model":
+        return {"claims": model_claims[:limit]}
+    out = rules_claims[:limit]
+    said = [says(wire.unpack_claim(c)) for c in out]
+    rule_events = {q["event"] for c in out for q in wire.unpack_claim(c)["quotes"]}
+    for claim in model_claims:
+        if len(out) >= limit:
+            break
+        record = wire.unpack_claim(claim)
+        this = says(record)
+        if any(same_fact(this, s) for s in said):
+            continue
+        if policy == "fill" and {q["event"] for q in record["quotes"]} & rule_events:
+            continue
+        out.append(claim)
+        said.append(this)
+    return {"claims": out}
+
+
+def claim_limit(schema: dict[str, Any]) -> int:
+    return int(schema["properties"]["claims"].get("maxItems", 0))
+
+
+def rules_wire(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The rules' verified wire extract answer to `inputs`."""
+    raw = answer_text("extract", ANSWERS["extract"](inputs))
+    return codec.decode("extract", inputs, raw, finish_reason="stop").wire
+
+
+def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
+               policy: str = "union") -> codec.CodecResult:
+    """The model's extract `result` (gated where the worker gates) with the rules' claims merged
+    in by `policy`, decoded by the codec: the same result otherwise (attempts, turns, gate), a
+    diagnostic saying how many claims each side gave. `policy` "none" returns `result`."""
+    if policy == "none":
+        return result
+    if policy not in POLICIES:
+        raise ValueError(f"with_rules {policy!r}: one of {', '.join(POLICIES)}")
+    schema = build_schema("extract", inputs)
+    rules = rules_wire(inputs)
+    merged = merge_extract(rules, result.wire, policy, claim_limit(schema))
+    decoded = codec.decode("extract", inputs, wire.dump_answer("extract", merged),
+                           finish_reason="stop", schema=schema)
+    n_rules = min(len(rules.get("claims", [])), claim_limit(schema))
+    note = (f"with rules ({policy}): {n_rules} rules claim(s), "
+            f"{len(merged['claims']) - n_rules} of the model's {len(result.wire.get('claims', []))}"
+            " added")
+    return replace(result, output=decoded.output, wire=decoded.wire,
+                   diagnostics=[*result.diagnostics, *decoded.diagnostics, note])
