@@ -54,3 +54,22 @@ def test_the_gate_keeps_nothing_on_a_closed_side():
 def test_a_bad_folder_spec_is_refused(capsys):
     assert gc.main(["--folder", "nonsense"]) == 2
     assert "expected SET=FOLDER:ARM" in capsys.readouterr().err
+
+
+def test_union_judges_the_rules_claims_plus_the_gated_models(tiny_corpus, tmp_path):
+    out = _proposing_folder(tiny_corpus, tmp_path)
+    from memworker.inference.verifier import Verifier
+    verifier = Verifier.load()
+    alone = gc.SetFigures("val", out, "student", verifier)
+    union = gc.SetFigures("val", out, "student", verifier, union=True)
+    rules_claims = sum(g["counts"]["claims"] for g in alone.rules_by_id.values())
+    assert rules_claims > 0
+    # a gate keeping nothing of the model's: the union is the rules' answer, claim for claim
+    nothing = union.judge(0, 2.0, resamples=100, seed=0)
+    assert nothing["kept"] == rules_claims
+    assert alone.judge(0, 2.0, resamples=100, seed=0)["kept"] == 0
+    # keeping every model claim: at least the rules' facts and the model's, each counted once
+    every_u = union.judge(-100, 2.0, resamples=100, seed=0)
+    every_a = alone.judge(-100, 2.0, resamples=100, seed=0)
+    assert every_u["covered"] >= max(every_a["covered"], nothing["covered"])
+    assert every_u["kept"] <= every_a["kept"] + rules_claims
