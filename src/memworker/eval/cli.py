@@ -101,6 +101,13 @@ def _corpus_identity(corpus: Path) -> dict[str, Any]:
 _SAME = ("set", "corpus", "sampler", "prompt_sha256")
 
 
+#: the config's lists of arm names (an arm's worker settings beyond its gate): key -> how a
+#: mismatch reads (the arm was in it and now is not, or the other way round)
+ARM_LISTS = {"proposing": ("proposing, now not", "not proposing, now proposing"),
+             "with_rules": ("with the rules' claims, now without",
+                            "without the rules' claims, now with")}
+
+
 def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     """The configuration to record in `out` when this invocation adds to the samples already
     there (another session, another arm): refuses when the set, corpus, sampler or prompts
@@ -133,18 +140,12 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
             raise ConfigMismatch(f"{where} another claim gate for arm {name!r} ({old_gate}, now "
                                  f"{new_gate})", "name the arm differently, or remove its samples "
                                  "to run it again")
-        old_propose = name in before.get("proposing", [])
-        if old_propose != (name in config.get("proposing", [])):
-            raise ConfigMismatch(f"{where} arm {name!r} " + ("proposing, now not" if old_propose
-                                 else "not proposing, now proposing"),
-                                 "name the arm differently, or remove its samples to run it "
-                                 "again")
-        old_hybrid = name in before.get("with_rules", [])
-        if old_hybrid != (name in config.get("with_rules", [])):
-            raise ConfigMismatch(f"{where} arm {name!r} " + (
-                "with the rules' claims, now without" if old_hybrid
-                else "without the rules' claims, now with"),
-                "name the arm differently, or remove its samples to run it again")
+        for key, (was, now) in ARM_LISTS.items():
+            had = name in before.get(key, [])
+            if had != (name in config.get(key, [])):
+                raise ConfigMismatch(f"{where} arm {name!r} " + (was if had else now),
+                                     "name the arm differently, or remove its samples to run it "
+                                     "again")
         old_spec, old_gguf = before.get("arms", {}).get(name), before.get("gguf", {}).get(name)
         new_gguf = config["gguf"].get(name)
         if old_spec != config["arms"][name] or (old_gguf or {}).get("sha256") != \
@@ -159,14 +160,11 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     gates = {**before.get("claim_gates", {}), **config.get("claim_gates", {})}
     if gates:
         joined["claim_gates"] = gates
-    proposing = sorted({n for n in before.get("proposing", []) if n not in config["arms"]}
-                       | set(config.get("proposing", [])))
-    if proposing:
-        joined["proposing"] = proposing
-    hybrids = sorted({n for n in before.get("with_rules", []) if n not in config["arms"]}
-                     | set(config.get("with_rules", [])))
-    if hybrids:
-        joined["with_rules"] = hybrids
+    for key in ARM_LISTS:   # an arm run again takes this run's membership
+        names = sorted({n for n in before.get(key, []) if n not in config["arms"]}
+                       | set(config.get(key, [])))
+        if names:
+            joined[key] = names
     return joined
 
 

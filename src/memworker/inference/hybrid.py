@@ -87,10 +87,11 @@ def claim_limit(schema: dict[str, Any]) -> int:
     return int(schema["properties"]["claims"].get("maxItems", 0))
 
 
-def rules_wire(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The rules' verified wire extract answer to `inputs`."""
+def rules_wire(inputs: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The rules' verified wire extract answer to `inputs` (`schema`: the request's extract
+    schema, built when not given)."""
     raw = answer_text("extract", ANSWERS["extract"](inputs))
-    return codec.decode("extract", inputs, raw, finish_reason="stop").wire
+    return codec.decode("extract", inputs, raw, finish_reason="stop", schema=schema).wire
 
 
 def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
@@ -103,11 +104,12 @@ def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
     if policy not in POLICIES:
         raise ValueError(f"with_rules {policy!r}: one of {', '.join(POLICIES)}")
     schema = build_schema("extract", inputs)
-    rules = rules_wire(inputs)
-    merged = merge_extract(rules, result.wire, policy, claim_limit(schema))
+    limit = claim_limit(schema)
+    rules = rules_wire(inputs, schema)
+    merged = merge_extract(rules, result.wire, policy, limit)
     decoded = codec.decode("extract", inputs, wire.dump_answer("extract", merged),
                            finish_reason="stop", schema=schema)
-    n_rules = min(len(rules.get("claims", [])), claim_limit(schema))
+    n_rules = min(len(rules.get("claims", [])), limit)
     note = (f"with rules ({policy}): {n_rules} rules claim(s), "
             f"{len(merged['claims']) - n_rules} of the model's {len(result.wire.get('claims', []))}"
             " added")
