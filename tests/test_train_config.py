@@ -110,3 +110,21 @@ def test_task_shares_are_normalised():
         "extract": 0.5, "consolidate": 0.25, "reflect": 0.25}
     cfg = tconfig.load_stage("coding", overrides={"task_shares": "extract=1,reflect=3"})
     assert cfg.task_shares == "extract=1,reflect=3"  # kept as written; the receipt records both
+
+
+def test_experiment_stages_load_and_continue_a_shipped_stage():
+    """train/experiments/*.yaml: stages outside the shipped chain, given to train/run.py as a path;
+    each loads, validates and warm-starts from a shipped stage (train/lineage checks the parent's
+    receipt names that stage)."""
+    folder = tconfig.stages_dir().parent / "experiments"
+    files = sorted(folder.glob("*.yaml"))
+    assert files, folder
+    for path in files:
+        cfg = tconfig.load_stage(str(path))
+        assert cfg.name == path.stem and cfg.name not in tconfig.STAGE_ORDER
+        assert cfg.parent in tconfig.STAGE_ORDER
+    reflect = tconfig.load_stage(str(folder / "reflect.yaml"))
+    shares = dict(s.split("=") for s in reflect.task_shares.split(","))
+    assert float(shares["reflect"]) > float(shares["extract"])
+    assert (reflect.parent, reflect.mix_corpus, reflect.extract_form) == (
+        "general", "data/natural-train", "turns")
