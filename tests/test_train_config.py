@@ -124,7 +124,7 @@ def test_experiment_stages_load_and_continue_a_shipped_stage():
         assert cfg.name == path.stem and cfg.name not in tconfig.STAGE_ORDER
         assert cfg.parent in tconfig.STAGE_ORDER
     reflect = tconfig.load_stage(str(folder / "reflect.yaml"))
-    shares = dict(s.split("=") for s in reflect.task_shares.split(","))
-    assert float(shares["reflect"]) > float(shares["extract"])
+    shares = tconfig.parse_task_shares(reflect.task_shares)
+    assert shares["reflect"] > shares["extract"]
     assert (reflect.parent, reflect.mix_corpus, reflect.extract_form) == (
         "general", "data/natural-train", "turns")
