@@ -63,6 +63,10 @@ class Arm:
     #: the hybrid worker (`memworker.inference.hybrid`): the rules' extract claims kept beside
     #: the arm's (after its claim gate); a worker policy, so it belongs to the arm
     with_rules: bool = False
+    #: the worker's reflection fallback (`memworker.inference.hybrid.reflect_fallback`): where
+    #: the arm abstains and the rules answer from a memory holding every content word of the
+    #: question, the rules' answer; a worker policy, so it belongs to the arm
+    reflect_rules: bool = False
 
     @property
     def spec(self) -> str:
@@ -260,6 +264,29 @@ def add_with_rules_option(parser: Any) -> None:
                              "memworker.inference.hybrid); repeatable")
 
 
+def add_reflect_rules_option(parser: Any) -> None:
+    """The `--reflect-rules ARM` option of eval/run.py and eval/live.py (values for
+    `assign_reflect_rules`)."""
+    parser.add_argument("--reflect-rules", action="append", default=None, metavar="ARM",
+                        help="the arm ARM's reflection falls back to the rules' answer where it "
+                             "abstains and the rules answer from a memory holding every content "
+                             "word of the question (memworker.inference.hybrid); repeatable")
+
+
+def assign_reflect_rules(arms: list[Arm], names: list[str] | None) -> list[Arm]:
+    """`arms` with `reflect_rules` set from `--reflect-rules` values (model arms' names);
+    EvalError for an unknown or rules arm."""
+    chosen: set[str] = set()
+    for name in names or []:
+        arm = next((a for a in arms if a.name == name), None)
+        if arm is None:
+            raise EvalError(f"--reflect-rules {name}: no arm named {name!r}")
+        if arm.kind == "rules":
+            raise EvalError(f"--reflect-rules {name}: the rules arm is the rules already")
+        chosen.add(name)
+    return [replace(a, reflect_rules=a.name in chosen) for a in arms]
+
+
 def assign_with_rules(arms: list[Arm], names: list[str] | None,
                       extract_form: str = "window") -> list[Arm]:
     """`arms` with `with_rules` set from `--with-rules` values (model arms' names); EvalError
@@ -315,7 +342,7 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             grader: Grader | None = None, form: str = "window",
             claim_gate: str | None = None, propose: bool = False,
-            with_rules: bool = False) -> dict[str, Any]:
+            with_rules: bool = False, reflect_rules: bool = False) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
@@ -326,7 +353,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     log-probabilities raises `GateError`, a backend error). `propose` (turns forms): every turn
     answers at least one claim (`codec.run_turns(propose=True)`). `with_rules`: the rules' extract
     claims are merged in after the gate (`memworker.inference.hybrid`; the sample's `with_rules`
-    says how many each side gave)."""
+    says how many each side gave). `reflect_rules`: a reflect answer that abstains falls back to
+    the rules' where `hybrid.falls_back` (the sample's `reflect_rules` says whether it did)."""
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar,
@@ -362,6 +390,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
         if with_rules and task == "extract":
             model_claims = len(result.output["claims"])
             result = hybrid.with_rules(result, inputs)
+        if reflect_rules and task == "reflect":
+            model_output = result.output
+            result = hybrid.reflect_fallback(result, inputs)
     except codec.CodecError as exc:
         error = exc
         attempts = exc.attempts
@@ -395,6 +426,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     if with_rules and task == "extract" and result is not None:
         sample["with_rules"] = {"policy": "union", "model_claims": model_claims,
                                 "claims": len(result.output["claims"])}
+    if reflect_rules and task == "reflect" and result is not None:
+        sample["reflect_rules"] = {"policy": "fallback",
+                                   "fell_back": result.output is not model_output}
     sample["verdicts"] = (grader or grade_sample)(row, sample)
     return sample
 
@@ -448,7 +482,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                     sample = run_row(backend, row, sampler, grader,
                                      form="window" if arm.kind == "rules"
                                      else sampler.extract_form, claim_gate=arm.claim_gate,
-                                     propose=arm.propose, with_rules=arm.with_rules)
+                                     propose=arm.propose, with_rules=arm.with_rules,
+                                     reflect_rules=arm.reflect_rules)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "student's (after its gate; memworker.inference.hybrid); recorded "
                              "as the release's worker; evaluate the student so (eval/run.py "
                              "--with-rules student)")
+    parser.add_argument("--reflect-rules", action="store_true",
+                        help="the reflection fallback: where the student abstains and the rules "
+                             "answer from a memory holding every content word of the question, "
+                             "the rules' answer (memworker.inference.hybrid); recorded as the "
+                             "release's worker; evaluate the student so (eval/run.py "
+                             "--reflect-rules student)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -135,7 +141,9 @@ def run(args: argparse.Namespace) -> list[str]:
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
                                  claim_layout=args.claim_layout,
-                                 with_rules="union" if args.with_rules else "none", **common)
+                                 with_rules="union" if args.with_rules else "none",
+                                 reflect_rules="fallback" if args.reflect_rules else "none",
+                                 **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]
         lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "

@@ -51,6 +51,7 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and turn_quotes=" if worker.get("turn_quotes", "upto") != "upto" else "")
             + (" and claim_layout=" if worker.get("claim_layout", "v3") != "v3" else "")
             + (" and with_rules=" if worker.get("with_rules", "none") != "none" else "")
+            + (" and reflect_rules=" if worker.get("reflect_rules", "none") != "none" else "")
             + "; Ollama alone applies neither)")
 
 
@@ -69,7 +70,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} claims in layout {worker['claim_layout']} (the codec quotes the turn's "
                "sentence)" if worker.get("claim_layout", "v3") != "v3" else "")
             + (f"{sep} the rules' claims kept beside the student's"
-               if worker.get("with_rules", "none") != "none" else ""))
+               if worker.get("with_rules", "none") != "none" else "")
+            + (f"{sep} reflection falling back to the rules' where the student abstains"
+               if worker.get("reflect_rules", "none") != "none" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

@@ -79,7 +79,8 @@ class WorkerError(InputError):
 def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   propose: bool = False, turn_history: str = "answers",
                   event_stamps: str = "full", turn_quotes: str = "upto",
-                  claim_layout: str = "v3", with_rules: str = "none") -> dict[str, Any]:
+                  claim_layout: str = "v3", with_rules: str = "none",
+                  reflect_rules: str = "none") -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
@@ -90,7 +91,10 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     "own" (turns forms: each turn's claims quote its own event only, `codec.run_turns(own_quotes=
     True)`) likewise, and `claim_layout` "v6" (turns forms: claims written without quotes, the
     codec quoting the turn's sentence, `codec.run_turns(layout="v6")`), and `with_rules` "union"
-    (the rules' extract claims kept beside the model's, `memworker.inference.hybrid`)."""
+    (the rules' extract claims kept beside the model's, `memworker.inference.hybrid`), and
+    `reflect_rules` "fallback" (a reflection the model abstains from answered by the rules where
+    they answer from a memory holding every content word of the question,
+    `hybrid.reflect_fallback`)."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -126,13 +130,17 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if with_rules != "none" and extract_form == "walk":
         raise WorkerError("with rules merges extract answers of the window, turns and sentences "
                           "forms only")
+    if reflect_rules not in hybrid.REFLECT_POLICIES:
+        raise WorkerError(f"reflect rules {reflect_rules!r}: one of "
+                          f"{', '.join(hybrid.REFLECT_POLICIES)}")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
             **({"event_stamps": event_stamps} if event_stamps != "full" else {}),
             **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {}),
             **({"claim_layout": claim_layout} if claim_layout != "v3" else {}),
-            **({"with_rules": with_rules} if with_rules != "none" else {})}
+            **({"with_rules": with_rules} if with_rules != "none" else {}),
+            **({"reflect_rules": reflect_rules} if reflect_rules != "none" else {})}
 
 
 def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,7 +149,8 @@ def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
     return worker_config(worker.get("extract_form", "window"), worker.get("claim_gate"),
                          worker.get("propose") is True, worker.get("turn_history", "answers"),
                          worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
-                         worker.get("claim_layout", "v3"), worker.get("with_rules", "none"))
+                         worker.get("claim_layout", "v3"), worker.get("with_rules", "none"),
+                         worker.get("reflect_rules", "none"))
 
 
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
@@ -160,6 +169,8 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
             flags += ["--" + key.replace("_", "-"), w[key]]
     if "with_rules" in w:   # one policy today ("union"): the flag names the arm, as --propose
         flags += ["--with-rules"] if arm is None else ["--with-rules", arm]
+    if "reflect_rules" in w:   # one policy ("fallback"), named like --with-rules
+        flags += ["--reflect-rules"] if arm is None else ["--reflect-rules", arm]
     return flags
 
 
@@ -197,10 +208,10 @@ class MemWorkerBackend:
                  claim_gate: ClaimGate | str | None = None, propose: bool = False,
                  turn_history: str = "answers", event_stamps: str = "full",
                  turn_quotes: str = "upto", claim_layout: str = "v3",
-                 with_rules: str = "none"):
+                 with_rules: str = "none", reflect_rules: str = "none"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
                       else claim_gate, propose, turn_history, event_stamps, turn_quotes,
-                      claim_layout, with_rules)
+                      claim_layout, with_rules, reflect_rules)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -227,6 +238,10 @@ class MemWorkerBackend:
         #: "union": the rules' extract claims kept beside the model's (after its gate;
         #: `memworker.inference.hybrid`); "none", the model's alone
         self.with_rules = with_rules
+        #: "fallback": a reflection the model abstains from is answered by the rules where they
+        #: answer from a memory holding every content word of the question
+        #: (`hybrid.reflect_fallback`); "none", the model's alone
+        self.reflect_rules = reflect_rules
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -259,7 +274,8 @@ class MemWorkerBackend:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
-                        "event_stamps", "turn_quotes", "claim_layout", "with_rules"}
+                        "event_stamps", "turn_quotes", "claim_layout", "with_rules",
+                        "reflect_rules"}
                        & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
@@ -271,7 +287,8 @@ class MemWorkerBackend:
                              event_stamps=worker.get("event_stamps", "full"),
                              turn_quotes=worker.get("turn_quotes", "upto"),
                              claim_layout=worker.get("claim_layout", "v3"),
-                             with_rules=worker.get("with_rules", "none"), **kwargs)
+                             with_rules=worker.get("with_rules", "none"),
+                             reflect_rules=worker.get("reflect_rules", "none"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -311,6 +328,8 @@ class MemWorkerBackend:
             result = self.claim_gate.apply(result, inputs, self.extract_form)
         if task == "extract" and self.with_rules != "none":
             result = hybrid.with_rules(result, inputs, self.with_rules)
+        if task == "reflect" and self.reflect_rules != "none":
+            result = hybrid.reflect_fallback(result, inputs, self.reflect_rules)
         self.last = result
         return result
 

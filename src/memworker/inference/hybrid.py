@@ -5,12 +5,23 @@ proposing and claim gate unchanged), then adds the rules' answer to the same req
 claims first, then the model's claims that say something the rules did not (another subject,
 predicate or value), up to the request schema's claim limit. The merged wire answer goes through
 the same codec (`codec.decode`) as any answer, so the store sees one verified extract answer.
-Consolidation and reflection stay the model's.
+Consolidation stays the model's; reflection too, unless the worker is also configured
+`reflect_rules="fallback"` (below).
 
 Why: the rules (`memworker.inference.rules`) store plain first-person sentences ("I use Neovim
 for all my Go work.") that a gated student drops, and the gated student stores facts in wording
 the rules cannot read. `eval/studies/hybrid.py` and `eval/studies/gate_choice.py --union`
 measure the same union from recorded samples (they call `merge_extract`).
+
+**Reflection falls back to the rules** (`reflect_rules="fallback"`, `reflect_fallback`): where the
+model abstains and the rules answer from a memory that holds every content word of the question
+(beyond the phrase naming its subject: "Where does the user work?" and "The user works at
+Arcadis."), the worker answers with the rules' answer, which quotes that memory and cites it. A
+student trained on templated evidence abstains on plain memories in other words (issue 50);
+the condition keeps the fallback off the answerable-looking rows where the rules copy a memory
+that does not answer (on natural-dev the rules' answer is right in 2 of the 34 rows where the
+student abstains and they answer). `eval/studies/hybrid.py --reflect fallback` composes it from
+recorded samples (`falls_back`).
 
 Two claims "say the same" when their subjects match (normalised, with or without the
 parenthesised relation; "the user" and its synonyms are one), their predicates are equal (both
@@ -25,12 +36,14 @@ from typing import Any
 
 from memworker import wire
 from memworker.inference import codec
-from memworker.inference.rules import ANSWERS, answer_text
+from memworker.inference.rules import ANSWERS, answer_text, reflect_choice
 from memworker.inference.schema import build_schema
 from memworker.textnorm import bare_name, norm, value_key
 
 #: the hybrid policies a worker record may name (`hmem.worker_config(with_rules=…)`)
 POLICIES = ("none", "union")
+#: the reflection policies a worker record may name (`hmem.worker_config(reflect_rules=…)`)
+REFLECT_POLICIES = ("none", "fallback")
 #: the policies `merge_extract` knows: `fill` adds only model claims that quote no event the
 #: rules took a claim from (a study's policy, not a worker's); `rules` and `model` one side alone
 MERGES = ("union", "fill", "rules", "model")
@@ -115,3 +128,32 @@ def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
             " added")
     return replace(result, output=decoded.output, wire=decoded.wire,
                    diagnostics=[*result.diagnostics, *decoded.diagnostics, note])
+
+
+def falls_back(inputs: dict[str, Any], model_output: dict[str, Any] | None) -> bool:
+    """The reflection fallback's condition: the model's reflect answer (canonical output; None
+    when it failed) abstains, and the rules answer from an evidence item holding every content
+    word of the question beyond its subject's phrase (`rules.reflect_choice`)."""
+    if model_output is not None and not model_output.get("insufficient_evidence", False):
+        return False
+    chosen, q_words, held = reflect_choice(inputs)
+    return chosen is not None and bool(q_words) and held == q_words
+
+
+def reflect_fallback(result: codec.CodecResult, inputs: dict[str, Any],
+                     policy: str = "fallback") -> codec.CodecResult:
+    """The model's reflect `result`, or, where `falls_back`, the rules' answer decoded by the
+    codec (the same result otherwise: attempts, a diagnostic saying so). `policy` "none"
+    returns `result`."""
+    if policy == "none":
+        return result
+    if policy not in REFLECT_POLICIES:
+        raise ValueError(f"reflect_rules {policy!r}: one of {', '.join(REFLECT_POLICIES)}")
+    if not falls_back(inputs, result.output):
+        return result
+    raw = answer_text("reflect", ANSWERS["reflect"](inputs))
+    decoded = codec.decode("reflect", inputs, raw, finish_reason="stop")
+    return replace(result, output=decoded.output, wire=decoded.wire,
+                   diagnostics=[*result.diagnostics, *decoded.diagnostics,
+                                "reflect rules (fallback): the model abstained; the rules' answer "
+                                f"cites {', '.join(decoded.output.get('citations', []))}"])

@@ -398,7 +398,11 @@ def _question_subject(question: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(1)) if m else None
 
 
-def reflect_answer(inputs: dict[str, Any]) -> dict[str, Any]:
+def reflect_choice(inputs: dict[str, Any]) -> tuple[dict[str, Any] | None, set[str], set[str]]:
+    """(the evidence item the rules answer from, or None; the question's content words beyond
+    the phrase naming its subject; those of them the item holds). The item is about the
+    question's subject and shares the most content words with it (the newest of a tie); memory
+    controls and credential-shaped text are never chosen."""
     question = inputs["question"]
     found = _question_subject(question)
     subject = found[0] if found else None
@@ -412,13 +416,21 @@ def reflect_answer(inputs: dict[str, Any]) -> dict[str, Any]:
                  else re.search(rf"\b{re.escape(subject)}\b", text) is not None)
         overlap = q_words & _words(text)
         if about and overlap:
-            candidates.append((len(overlap), item["timestamp"], item))
+            candidates.append((len(overlap), item["timestamp"], item, overlap))
     if not candidates:
+        return None, q_words, set()
+    top = max(c[0] for c in candidates)
+    chosen = max((c for c in candidates if c[0] == top), key=lambda c: c[1])
+    return chosen[2], q_words, chosen[3]
+
+
+def reflect_answer(inputs: dict[str, Any]) -> dict[str, Any]:
+    question = inputs["question"]
+    chosen, q_words, _ = reflect_choice(inputs)
+    if chosen is None:
         missing = " ".join(sorted(q_words)) or "the answer"
         return {"answer": f"The evidence does not say ({missing}).", "citations": [],
                 "insufficient_evidence": True}
-    top = max(c[0] for c in candidates)
-    chosen = max((c for c in candidates if c[0] == top), key=lambda c: c[1])[2]
     text = chosen["text"].strip()
     if question.split()[0].lower() in _YES_NO:
         text = ("No. " if re.search(r"\b(?:no longer|not|never)\b", text) else "Yes. ") + text

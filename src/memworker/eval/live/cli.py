@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_runner.add_turn_options(p)
     eval_runner.add_propose_option(p)
     eval_runner.add_with_rules_option(p)
+    eval_runner.add_reflect_rules_option(p)
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
                    help="record the summary as the live acceptance of this release receipt "
                         "(`live`, which the gate of a format-2 release reads); the release "
@@ -108,6 +109,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                     args.claim_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
     arms = eval_runner.assign_with_rules(arms, args.with_rules, args.extract_form)
+    arms = eval_runner.assign_reflect_rules(arms, args.reflect_rules)
     ungated = [a.name for a in arms if a.propose and a.claim_gate is None]
     if ungated:
         raise EvalError(f"--propose: arm(s) {', '.join(ungated)} have no --claim-gate to keep or "
@@ -131,10 +133,12 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
     hybrids = sorted(a.name for a in arms if a.with_rules)
+    fallbacks = sorted(a.name for a in arms if a.reflect_rules)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
               **({"proposing": proposing} if proposing else {}),
               **({"with_rules": hybrids} if hybrids else {}),
+              **({"reflect_rules": fallbacks} if fallbacks else {}),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -184,7 +188,8 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   turn_history=sampler.turn_history if model else "answers",
                                   event_stamps=sampler.event_stamps if model else "full",
                                   turn_quotes=sampler.turn_quotes if model else "upto",
-                                  with_rules="union" if arm.with_rules else "none")
+                                  with_rules="union" if arm.with_rules else "none",
+                                  reflect_rules="fallback" if arm.reflect_rules else "none")
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

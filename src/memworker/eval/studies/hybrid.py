@@ -16,6 +16,9 @@ Policies (per task):
 - extract `fill`: the rules' claims, then only those model claims whose quotes cite no event the
   rules took a claim from (the model fills the sentences the rules cannot read);
 - extract, consolidate, reflect `rules` or `model`: that arm's answer as it is;
+- reflect `fallback`: the model's answer, or the rules' where the model abstains and the rules
+  answer from a memory holding every content word of the question (the worker's
+  `reflect_rules="fallback"`, `memworker.inference.hybrid.falls_back`);
 - consolidate, reflect `derived`: the model's answer with its choices read from its own text
   (`memworker.derive`): an observation's supports are the facts its statement states, a
   reflection's citations the evidence its answer states, and an answer that states none
@@ -50,6 +53,7 @@ from memworker.eval.studies import rowtools
 from memworker.eval.studies.rowtools import (
     EXTRACT_POLICIES,
     OTHER_POLICIES,
+    REFLECT_POLICIES,
     compose_row,
     read_folder,
 )
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="hybrid", help="the hybrid arm's name (hybrid)")
     p.add_argument("--extract", default="union", choices=EXTRACT_POLICIES)
     p.add_argument("--consolidate", default="rules", choices=OTHER_POLICIES)
-    p.add_argument("--reflect", default="rules", choices=OTHER_POLICIES)
+    p.add_argument("--reflect", default="rules", choices=REFLECT_POLICIES)
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--min-score", type=float, default=None, metavar="T",
                    help="drop the model's extract claims scoring below T before the merge (the "

@@ -16,7 +16,7 @@ from memworker import wire
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.inference import codec
 from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, turn_parts
-from memworker.inference.hybrid import MERGES, claim_limit, merge_extract
+from memworker.inference.hybrid import MERGES, claim_limit, falls_back, merge_extract
 from memworker.inference.schema import build_schema
 from memworker.turns import asked
 
@@ -38,6 +38,9 @@ def read_folder(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]],
 #: the hybrid's policies per task (`compose_row`; eval/studies/hybrid.py describes each)
 EXTRACT_POLICIES = MERGES
 OTHER_POLICIES = ("rules", "model", "derived")
+#: reflect only: the model's answer, or the rules' where it abstains and they answer from a memory
+#: holding every content word of the question (`memworker.inference.hybrid.falls_back`)
+REFLECT_POLICIES = (*OTHER_POLICIES, "fallback")
 
 
 def kept_claim_stats(sample: dict[str, Any], inputs: dict[str, Any] | None = None
@@ -102,6 +105,10 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
     task = row["task"]
     policy = policies[task]
     seconds = round(float(rules["seconds"]) + float(model["seconds"]), 4)
+    if policy == "fallback":
+        if task != "reflect":
+            raise EvalError(f"policy 'fallback' is a reflect policy, not {task}'s")
+        policy = "rules" if falls_back(row["input"], model.get("output")) else "model"
     if task != "extract" and policy != "derived":
         source = rules if policy == "rules" else model
         return {**source, "arm": name, "seconds": seconds}
