@@ -69,6 +69,16 @@ def test_no_fallback_where_the_model_answers_or_no_memory_holds_every_question_w
     assert not hybrid.falls_back({**inputs, "evidence": []}, None)
 
 
+def test_the_fallback_answers_about_the_person_the_question_names():
+    evidence = [{"id": "M1", "text": "Daniel (the user's uncle) works at Halden Bike Repairs.",
+                 "timestamp": TS}]
+    inputs = {"question": "Where does Daniel (the user's friend) work?", "asked_at": TS,
+              "evidence": evidence}
+    assert not hybrid.falls_back(inputs, {"insufficient_evidence": True})   # another Daniel
+    inputs["question"] = "Where does Daniel (the user's uncle) work?"
+    assert hybrid.falls_back(inputs, {"insufficient_evidence": True})
+
+
 def test_the_fallback_never_answers_from_a_secret_or_a_memory_control():
     evidence = [{"id": "M1", "text": "The user's api key is sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
                  "timestamp": TS}]

@@ -36,7 +36,7 @@ from typing import Any
 
 from memworker import wire
 from memworker.inference import codec
-from memworker.inference.rules import ANSWERS, answer_text, reflect_choice
+from memworker.inference.rules import ANSWERS, answer_text, question_subject, reflect_choice
 from memworker.inference.schema import build_schema
 from memworker.textnorm import bare_name, norm, value_key
 
@@ -133,11 +133,17 @@ def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
 def falls_back(inputs: dict[str, Any], model_output: dict[str, Any] | None) -> bool:
     """The reflection fallback's condition: the model's reflect answer (canonical output; None
     when it failed) abstains, and the rules answer from an evidence item holding every content
-    word of the question beyond its subject's phrase (`rules.reflect_choice`)."""
+    word of the question beyond its subject's phrase (`rules.reflect_choice`); where that phrase
+    names a relation ("Daniel (the user's friend)"), the item names it too (the rules match the
+    name alone, and another Daniel's memory does not answer)."""
     if model_output is not None and not model_output.get("insufficient_evidence", False):
         return False
     chosen, q_words, held = reflect_choice(inputs)
-    return chosen is not None and bool(q_words) and held == q_words
+    if chosen is None or not q_words or held != q_words:
+        return False
+    found = question_subject(inputs["question"])
+    return found is None or found[0] == found[1] or found[0] == "the user" \
+        or found[1].lower() in chosen["text"].lower()
 
 
 def reflect_fallback(result: codec.CodecResult, inputs: dict[str, Any],

@@ -398,6 +398,9 @@ def _question_subject(question: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(1)) if m else None
 
 
+question_subject = _question_subject   # public: the reflection fallback reads it (hybrid)
+
+
 def reflect_choice(inputs: dict[str, Any]) -> tuple[dict[str, Any] | None, set[str], set[str]]:
     """(the evidence item the rules answer from, or None; the question's content words beyond
     the phrase naming its subject; those of them the item holds). The item is about the
