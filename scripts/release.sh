@@ -44,7 +44,8 @@
 # turn's sentence) and WITH_RULES=1 (the hybrid worker: the rules' extract claims kept beside the
 # student's, memworker.inference.hybrid) and REFLECT_RULES=1 (a reflection the student abstains
 # from answered by the rules where they answer from a memory holding every content word of the
-# question, memworker.inference.hybrid.reflect_fallback). They go to the training (the form, the history, the stamps, the layout), the
+# question, memworker.inference.hybrid.reflect_fallback) and CONSOLIDATE_RULES=1 (consolidation
+# requests answered by the rules, hybrid.rules_result). They go to the training (the form, the history, the stamps, the layout), the
 # export (the receipt and the Modelfile), every evaluation of the student and live acceptance;
 # the base and the rules run ungated and do not propose, and the rules answer in the window form.
 # export/verify.py refuses a release whose evaluations ran the student otherwise.
@@ -93,6 +94,10 @@ fi
 if [ -n "${REFLECT_RULES:-}" ]; then
     WORKER_EXPORT+=(--reflect-rules)
     WORKER_EVAL+=(--reflect-rules student)
+fi
+if [ -n "${CONSOLIDATE_RULES:-}" ]; then
+    WORKER_EXPORT+=(--consolidate-rules)
+    WORKER_EVAL+=(--consolidate-rules student)
 fi
 [ "$EXTRACT_FORM" = window ] || WORKER_TRAIN+=(--extract-form "$EXTRACT_FORM")
 TURN_HISTORY=${TURN_HISTORY:-answers}

@@ -167,3 +167,50 @@ def test_the_study_composes_what_the_worker_answers(monkeypatch):
         composed = compose_row(row, rules, model, {"reflect": "fallback"}, "fb")
         assert composed["output"] == worker["output"]
         assert composed["arm"] == "fb"
+
+
+# --- consolidation by the rules (`consolidate_rules="rules"`) -----------------------------------
+
+FACTS = [{"id": "M1", "text": "The user plays the cello in a quartet."},
+         {"id": "M2", "text": "The user plays the cello every Sunday."}]
+
+
+class Refusing(Fixed):
+    def generate(self, *args, **kwargs):
+        raise AssertionError("consolidation by the rules must not call the model")
+
+
+def test_consolidation_by_the_rules_never_calls_the_model_and_answers_as_the_rules():
+    worker = MemWorkerBackend(Refusing(""), consolidate_rules="rules")
+    observations = worker.consolidate(FACTS)
+    rules_worker = MemWorkerBackend(runner.make_backend(runner.parse_arm("rules"),
+                                                        runner.Sampler()))
+    assert observations == rules_worker.consolidate(FACTS)
+    assert "consolidate by the rules" in worker.last.diagnostics
+    w = worker_config("window", consolidate_rules="rules")
+    assert w["consolidate_rules"] == "rules"
+    assert worker_flags(w)[-1:] == ["--consolidate-rules"]
+    assert worker_flags(w, "student")[-2:] == ["--consolidate-rules", "student"]
+    with pytest.raises(WorkerError, match="consolidate rules"):
+        worker_config("window", consolidate_rules="model")
+    assert "consolidation by the rules" in modelfile.worker_words(w)
+    assert _ran({"sampler": {}, "consolidate_rules": ["student"]}) == w
+
+
+def test_the_evaluator_records_consolidation_by_the_rules(tmp_path, tiny_corpus):
+    gguf = tmp_path / "s.gguf"
+    gguf.write_bytes(b"GGUF not a model")
+    argv = ["--arm", f"student={gguf}", "--arm", "rules", "--set", "val",
+            "--corpus", str(tiny_corpus), "--out", str(tmp_path / "out"),
+            "--consolidate-rules", "student"]
+    assert planned_config(argv)[1]["consolidate_rules"] == ["student"]
+    with pytest.raises(runner.EvalError, match="rules arm"):
+        runner.assign_consolidate_rules([runner.parse_arm("rules")], ["rules"])
+    facts = [{"id": f["id"], "statement": f["text"]} for f in FACTS]
+    row = {"id": "c", "episode": "e", "task": "consolidate", "input": {"facts": facts}}
+    sample = runner.run_row(Refusing(""), row, runner.Sampler(), lambda r, s: {},
+                            consolidate_rules=True)
+    assert sample["consolidate_rules"] == "rules" and sample["status"] == "first_try"
+    rules = runner.run_row(runner.make_backend(runner.parse_arm("rules"), runner.Sampler()),
+                           row, runner.Sampler(), lambda r, s: {})
+    assert sample["output"] == rules["output"]

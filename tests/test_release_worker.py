@@ -164,7 +164,7 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
                     "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto",
                     "claim_layout": "v3", "with_rules": "none",
-                    "reflect_rules": "none"}
+                    "reflect_rules": "none", "consolidate_rules": "none"}
     receipt["worker"] = {**TURNS, "claim_layout": "v6"}
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_propose_option(p)
     runner.add_with_rules_option(p)
     runner.add_reflect_rules_option(p)
+    runner.add_consolidate_rules_option(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")
@@ -108,7 +109,9 @@ ARM_LISTS = {"proposing": ("proposing, now not", "not proposing, now proposing")
              "with_rules": ("with the rules' claims, now without",
                             "without the rules' claims, now with"),
              "reflect_rules": ("reflection falling back to the rules', now not",
-                               "reflection not falling back to the rules', now falling back")}
+                               "reflection not falling back to the rules', now falling back"),
+             "consolidate_rules": ("consolidation by the rules, now by the model",
+                                   "consolidation by the model, now by the rules")}
 
 
 def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
@@ -216,10 +219,12 @@ def _plan(args: argparse.Namespace) -> Plan:
     arms = runner.assign_proposals(arms, args.propose, args.extract_form)
     arms = runner.assign_with_rules(arms, args.with_rules, args.extract_form)
     arms = runner.assign_reflect_rules(arms, args.reflect_rules)
+    arms = runner.assign_consolidate_rules(arms, args.consolidate_rules)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
     hybrids = sorted(a.name for a in arms if a.with_rules)
     fallbacks = sorted(a.name for a in arms if a.reflect_rules)
+    rules_consolidate = sorted(a.name for a in arms if a.consolidate_rules)
     runner.check_turn_options(args)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
@@ -236,7 +241,8 @@ def _plan(args: argparse.Namespace) -> Plan:
               **({"claim_gates": gates} if gates else {}),
               **({"proposing": proposing} if proposing else {}),
               **({"with_rules": hybrids} if hybrids else {}),
-              **({"reflect_rules": fallbacks} if fallbacks else {})}
+              **({"reflect_rules": fallbacks} if fallbacks else {}),
+              **({"consolidate_rules": rules_consolidate} if rules_consolidate else {})}
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 

@@ -67,6 +67,9 @@ class Arm:
     #: the arm abstains and the rules answer from a memory holding every content word of the
     #: question, the rules' answer; a worker policy, so it belongs to the arm
     reflect_rules: bool = False
+    #: the worker's consolidation by the rules (`memworker.inference.hybrid.rules_result`): the
+    #: arm's consolidation requests answered by the rules, the model not called
+    consolidate_rules: bool = False
 
     @property
     def spec(self) -> str:
@@ -287,6 +290,28 @@ def assign_reflect_rules(arms: list[Arm], names: list[str] | None) -> list[Arm]:
     return [replace(a, reflect_rules=a.name in chosen) for a in arms]
 
 
+def add_consolidate_rules_option(parser: Any) -> None:
+    """The `--consolidate-rules ARM` option of eval/run.py and eval/live.py (values for
+    `assign_consolidate_rules`)."""
+    parser.add_argument("--consolidate-rules", action="append", default=None, metavar="ARM",
+                        help="the arm ARM's consolidation requests are answered by the rules "
+                             "(memworker.inference.hybrid.rules_result); repeatable")
+
+
+def assign_consolidate_rules(arms: list[Arm], names: list[str] | None) -> list[Arm]:
+    """`arms` with `consolidate_rules` set from `--consolidate-rules` values (model arms'
+    names); EvalError for an unknown or rules arm."""
+    chosen: set[str] = set()
+    for name in names or []:
+        arm = next((a for a in arms if a.name == name), None)
+        if arm is None:
+            raise EvalError(f"--consolidate-rules {name}: no arm named {name!r}")
+        if arm.kind == "rules":
+            raise EvalError(f"--consolidate-rules {name}: the rules arm is the rules already")
+        chosen.add(name)
+    return [replace(a, consolidate_rules=a.name in chosen) for a in arms]
+
+
 def assign_with_rules(arms: list[Arm], names: list[str] | None,
                       extract_form: str = "window") -> list[Arm]:
     """`arms` with `with_rules` set from `--with-rules` values (model arms' names); EvalError
@@ -342,7 +367,8 @@ Grader = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             grader: Grader | None = None, form: str = "window",
             claim_gate: str | None = None, propose: bool = False,
-            with_rules: bool = False, reflect_rules: bool = False) -> dict[str, Any]:
+            with_rules: bool = False, reflect_rules: bool = False,
+            consolidate_rules: bool = False) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
@@ -354,7 +380,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     answers at least one claim (`codec.run_turns(propose=True)`). `with_rules`: the rules' extract
     claims are merged in after the gate (`memworker.inference.hybrid`; the sample's `with_rules`
     says how many each side gave). `reflect_rules`: a reflect answer that abstains falls back to
-    the rules' where `hybrid.falls_back` (the sample's `reflect_rules` says whether it did)."""
+    the rules' where `hybrid.falls_back` (the sample's `reflect_rules` says whether it did).
+    `consolidate_rules`: a consolidate row is answered by the rules, the backend not called (the
+    sample's `consolidate_rules` says so)."""
     task, inputs = row["task"], row["input"]
     bound = backend.bind(task, inputs) if hasattr(backend, "bind") else backend
     request = codec.prepare(task, inputs, backend=bound, use_grammar=sampler.grammar,
@@ -366,7 +394,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     started = time.perf_counter()
     result, error, generations = None, None, None
     try:
-        if form != "window":
+        if consolidate_rules and task == "consolidate":
+            result = hybrid.rules_result(task, inputs)
+        elif form != "window":
             result = codec.run_extract(bound, inputs, form, temperature=sampler.temperature,
                                        seed=sampler.seed, use_grammar=sampler.grammar,
                                        max_tokens=sampler.max_tokens_cap,
@@ -426,6 +456,8 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
     if with_rules and task == "extract" and result is not None:
         sample["with_rules"] = {"policy": "union", "model_claims": model_claims,
                                 "claims": len(result.output["claims"])}
+    if consolidate_rules and task == "consolidate":
+        sample["consolidate_rules"] = "rules"
     if reflect_rules and task == "reflect" and result is not None:
         sample["reflect_rules"] = {"policy": "fallback",
                                    "fell_back": result.output is not model_output}
@@ -483,7 +515,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                                      form="window" if arm.kind == "rules"
                                      else sampler.extract_form, claim_gate=arm.claim_gate,
                                      propose=arm.propose, with_rules=arm.with_rules,
-                                     reflect_rules=arm.reflect_rules)
+                                     reflect_rules=arm.reflect_rules,
+                                     consolidate_rules=arm.consolidate_rules)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

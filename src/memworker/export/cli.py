@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "the rules' answer (memworker.inference.hybrid); recorded as the "
                              "release's worker; evaluate the student so (eval/run.py "
                              "--reflect-rules student)")
+    parser.add_argument("--consolidate-rules", action="store_true",
+                        help="consolidation by the rules: the worker answers consolidation "
+                             "requests with the rules' observations (memworker.inference.hybrid); "
+                             "recorded as the release's worker; evaluate the student so "
+                             "(eval/run.py --consolidate-rules student)")
     parser.add_argument("--waive", nargs=3, metavar=("SET", "METRIC", "REASON"),
                         help="record a reasoned release-gate waiver in the release in --out "
                         "(e.g. --waive heldout extract_support \"why it ships anyway\"); "
@@ -143,6 +148,7 @@ def run(args: argparse.Namespace) -> list[str]:
                                  claim_layout=args.claim_layout,
                                  with_rules="union" if args.with_rules else "none",
                                  reflect_rules="fallback" if args.reflect_rules else "none",
+                                 consolidate_rules="rules" if args.consolidate_rules else "none",
                                  **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

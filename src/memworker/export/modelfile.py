@@ -52,6 +52,8 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and claim_layout=" if worker.get("claim_layout", "v3") != "v3" else "")
             + (" and with_rules=" if worker.get("with_rules", "none") != "none" else "")
             + (" and reflect_rules=" if worker.get("reflect_rules", "none") != "none" else "")
+            + (" and consolidate_rules=" if worker.get("consolidate_rules", "none") != "none"
+               else "")
             + "; Ollama alone applies neither)")
 
 
@@ -72,7 +74,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} the rules' claims kept beside the student's"
                if worker.get("with_rules", "none") != "none" else "")
             + (f"{sep} reflection falling back to the rules' where the student abstains"
-               if worker.get("reflect_rules", "none") != "none" else ""))
+               if worker.get("reflect_rules", "none") != "none" else "")
+            + (f"{sep} consolidation by the rules"
+               if worker.get("consolidate_rules", "none") != "none" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

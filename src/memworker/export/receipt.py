@@ -117,7 +117,9 @@ def _ran(config: dict[str, Any]) -> dict[str, Any]:
                if sampler.get("claim_layout", "v3") != "v3" else {}),
             **({"with_rules": "union"} if "student" in config.get("with_rules", []) else {}),
             **({"reflect_rules": "fallback"} if "student" in config.get("reflect_rules", [])
-               else {})}
+               else {}),
+            **({"consolidate_rules": "rules"}
+               if "student" in config.get("consolidate_rules", []) else {})}
 
 
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:

@@ -80,7 +80,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   propose: bool = False, turn_history: str = "answers",
                   event_stamps: str = "full", turn_quotes: str = "upto",
                   claim_layout: str = "v3", with_rules: str = "none",
-                  reflect_rules: str = "none") -> dict[str, Any]:
+                  reflect_rules: str = "none", consolidate_rules: str = "none"
+                  ) -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
@@ -94,7 +95,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     (the rules' extract claims kept beside the model's, `memworker.inference.hybrid`), and
     `reflect_rules` "fallback" (a reflection the model abstains from answered by the rules where
     they answer from a memory holding every content word of the question,
-    `hybrid.reflect_fallback`)."""
+    `hybrid.reflect_fallback`), and `consolidate_rules` "rules" (consolidation requests answered
+    by the rules, the model not called, `hybrid.rules_result`)."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -133,6 +135,9 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if reflect_rules not in hybrid.REFLECT_POLICIES:
         raise WorkerError(f"reflect rules {reflect_rules!r}: one of "
                           f"{', '.join(hybrid.REFLECT_POLICIES)}")
+    if consolidate_rules not in hybrid.CONSOLIDATE_POLICIES:
+        raise WorkerError(f"consolidate rules {consolidate_rules!r}: one of "
+                          f"{', '.join(hybrid.CONSOLIDATE_POLICIES)}")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
@@ -140,7 +145,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
             **({"turn_quotes": turn_quotes} if turn_quotes != "upto" else {}),
             **({"claim_layout": claim_layout} if claim_layout != "v3" else {}),
             **({"with_rules": with_rules} if with_rules != "none" else {}),
-            **({"reflect_rules": reflect_rules} if reflect_rules != "none" else {})}
+            **({"reflect_rules": reflect_rules} if reflect_rules != "none" else {}),
+            **({"consolidate_rules": consolidate_rules} if consolidate_rules != "none" else {})}
 
 
 def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,7 +156,8 @@ def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
                          worker.get("propose") is True, worker.get("turn_history", "answers"),
                          worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
                          worker.get("claim_layout", "v3"), worker.get("with_rules", "none"),
-                         worker.get("reflect_rules", "none"))
+                         worker.get("reflect_rules", "none"),
+                         worker.get("consolidate_rules", "none"))
 
 
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
@@ -171,6 +178,8 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
         flags += ["--with-rules"] if arm is None else ["--with-rules", arm]
     if "reflect_rules" in w:   # one policy ("fallback"), named like --with-rules
         flags += ["--reflect-rules"] if arm is None else ["--reflect-rules", arm]
+    if "consolidate_rules" in w:   # one policy ("rules"), named like --with-rules
+        flags += ["--consolidate-rules"] if arm is None else ["--consolidate-rules", arm]
     return flags
 
 
@@ -208,10 +217,11 @@ class MemWorkerBackend:
                  claim_gate: ClaimGate | str | None = None, propose: bool = False,
                  turn_history: str = "answers", event_stamps: str = "full",
                  turn_quotes: str = "upto", claim_layout: str = "v3",
-                 with_rules: str = "none", reflect_rules: str = "none"):
+                 with_rules: str = "none", reflect_rules: str = "none",
+                 consolidate_rules: str = "none"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
                       else claim_gate, propose, turn_history, event_stamps, turn_quotes,
-                      claim_layout, with_rules, reflect_rules)
+                      claim_layout, with_rules, reflect_rules, consolidate_rules)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -242,6 +252,9 @@ class MemWorkerBackend:
         #: answer from a memory holding every content word of the question
         #: (`hybrid.reflect_fallback`); "none", the model's alone
         self.reflect_rules = reflect_rules
+        #: "rules": consolidation requests answered by the rules, the model not called
+        #: (`hybrid.rules_result`); "none", the model's
+        self.consolidate_rules = consolidate_rules
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -275,7 +288,7 @@ class MemWorkerBackend:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
                         "event_stamps", "turn_quotes", "claim_layout", "with_rules",
-                        "reflect_rules"}
+                        "reflect_rules", "consolidate_rules"}
                        & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
@@ -288,7 +301,8 @@ class MemWorkerBackend:
                              turn_quotes=worker.get("turn_quotes", "upto"),
                              claim_layout=worker.get("claim_layout", "v3"),
                              with_rules=worker.get("with_rules", "none"),
-                             reflect_rules=worker.get("reflect_rules", "none"), **kwargs)
+                             reflect_rules=worker.get("reflect_rules", "none"),
+                             consolidate_rules=worker.get("consolidate_rules", "none"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -307,7 +321,9 @@ class MemWorkerBackend:
         # memworker.inference.rules.RulesBackend) is bound to it first, as the evaluator does
         backend = self.backend.bind(task, inputs) if hasattr(self.backend, "bind") \
             else self.backend
-        if task == "extract" and self.extract_form != "window":
+        if task == "consolidate" and self.consolidate_rules == "rules":
+            result = hybrid.rules_result(task, inputs)
+        elif task == "extract" and self.extract_form != "window":
             result = codec.run_extract(backend, inputs, self.extract_form,
                                        temperature=self.temperature, seed=self.seed,
                                        use_grammar=self.use_grammar, max_tokens=self.max_tokens,

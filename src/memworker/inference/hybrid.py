@@ -5,8 +5,8 @@ proposing and claim gate unchanged), then adds the rules' answer to the same req
 claims first, then the model's claims that say something the rules did not (another subject,
 predicate or value), up to the request schema's claim limit. The merged wire answer goes through
 the same codec (`codec.decode`) as any answer, so the store sees one verified extract answer.
-Consolidation stays the model's; reflection too, unless the worker is also configured
-`reflect_rules="fallback"` (below).
+Consolidation and reflection stay the model's, unless the worker is also configured
+`consolidate_rules="rules"` or `reflect_rules="fallback"` (below).
 
 Why: the rules (`memworker.inference.rules`) store plain first-person sentences ("I use Neovim
 for all my Go work.") that a gated student drops, and the gated student stores facts in wording
@@ -22,6 +22,12 @@ the condition keeps the fallback off the answerable-looking rows where the rules
 that does not answer (on natural-dev the rules' answer is right in 2 of the 34 rows where the
 student abstains and they answer). `eval/studies/hybrid.py --reflect fallback` composes it from
 recorded samples (`falls_back`).
+
+**Consolidation by the rules** (`consolidate_rules="rules"`, `rules_result`): the worker answers
+every consolidation request with the rules' observations, decoded by the codec, and does not call
+the model for it. Chosen where the rules consolidate better than the student on the design sets
+(E22 against the rules, val 30 of 96 against 51, natural-dev 2 of 35 against 4;
+`eval/studies/hybrid.py --consolidate rules` composes it).
 
 Two claims "say the same" when their subjects match (normalised, with or without the
 parenthesised relation; "the user" and its synonyms are one), their predicates are equal (both
@@ -44,6 +50,8 @@ from memworker.textnorm import bare_name, norm, value_key
 POLICIES = ("none", "union")
 #: the reflection policies a worker record may name (`hmem.worker_config(reflect_rules=…)`)
 REFLECT_POLICIES = ("none", "fallback")
+#: the consolidation policies a worker record may name (`hmem.worker_config(consolidate_rules=…)`)
+CONSOLIDATE_POLICIES = ("none", "rules")
 #: the policies `merge_extract` knows: `fill` adds only model claims that quote no event the
 #: rules took a claim from (a study's policy, not a worker's); `rules` and `model` one side alone
 MERGES = ("union", "fill", "rules", "model")
@@ -163,3 +171,11 @@ def reflect_fallback(result: codec.CodecResult, inputs: dict[str, Any],
                    diagnostics=[*result.diagnostics, *decoded.diagnostics,
                                 "reflect rules (fallback): the model abstained; the rules' answer "
                                 f"cites {', '.join(decoded.output.get('citations', []))}"])
+
+
+def rules_result(task: str, inputs: dict[str, Any]) -> codec.CodecResult:
+    """The rules' answer to a `task` request, decoded by the codec as any answer (one attempt; a
+    diagnostic saying whose answer it is)."""
+    raw = answer_text(task, ANSWERS[task](inputs))
+    decoded = codec.decode(task, inputs, raw, finish_reason="stop")
+    return replace(decoded, diagnostics=[*decoded.diagnostics, f"{task} by the rules"])

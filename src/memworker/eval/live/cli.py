@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_runner.add_propose_option(p)
     eval_runner.add_with_rules_option(p)
     eval_runner.add_reflect_rules_option(p)
+    eval_runner.add_consolidate_rules_option(p)
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
                    help="record the summary as the live acceptance of this release receipt "
                         "(`live`, which the gate of a format-2 release reads); the release "
@@ -110,6 +111,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
     arms = eval_runner.assign_with_rules(arms, args.with_rules, args.extract_form)
     arms = eval_runner.assign_reflect_rules(arms, args.reflect_rules)
+    arms = eval_runner.assign_consolidate_rules(arms, args.consolidate_rules)
     ungated = [a.name for a in arms if a.propose and a.claim_gate is None]
     if ungated:
         raise EvalError(f"--propose: arm(s) {', '.join(ungated)} have no --claim-gate to keep or "
@@ -134,11 +136,13 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     proposing = sorted(a.name for a in arms if a.propose)
     hybrids = sorted(a.name for a in arms if a.with_rules)
     fallbacks = sorted(a.name for a in arms if a.reflect_rules)
+    rules_consolidate = sorted(a.name for a in arms if a.consolidate_rules)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
               **({"proposing": proposing} if proposing else {}),
               **({"with_rules": hybrids} if hybrids else {}),
               **({"reflect_rules": fallbacks} if fallbacks else {}),
+              **({"consolidate_rules": rules_consolidate} if rules_consolidate else {}),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -189,7 +193,8 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   event_stamps=sampler.event_stamps if model else "full",
                                   turn_quotes=sampler.turn_quotes if model else "upto",
                                   with_rules="union" if arm.with_rules else "none",
-                                  reflect_rules="fallback" if arm.reflect_rules else "none")
+                                  reflect_rules="fallback" if arm.reflect_rules else "none",
+                                  consolidate_rules="rules" if arm.consolidate_rules else "none")
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

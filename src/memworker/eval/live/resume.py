@@ -67,6 +67,8 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
         model["with_rules"] = "union"
     if arm.reflect_rules:  # (absent without the fallback: results stored before match)
         model["reflect_rules"] = "fallback"
+    if arm.consolidate_rules:  # (absent when the model consolidates: results stored before match)
+        model["consolidate_rules"] = "rules"
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
     threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":
