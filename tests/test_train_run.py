@@ -154,6 +154,33 @@ def test_a_stage_warm_starts_from_the_committed_release_student(work, assets, ca
     assert "parent_from" not in json.loads(Path(parent).read_text())["config"]
 
 
+def test_a_stage_warm_starts_from_the_parent_of_a_release_student_of_that_stage(
+        work, assets, capsys, monkeypatch):
+    """Release v4's student is a `general` run: the main job's `general` warm-starts from its
+    parent, the committed chain's `general-a` run, checked against the student's receipt."""
+    assert train("general-a", assets["base"], "--runs-dir", "proof") == 0
+    assert train("general", assets["base"], "--runs-dir", "proof",
+                 "--parent-run", "proof/general-a") == 0
+    capsys.readouterr()
+    Path("receipts").mkdir(exist_ok=True)
+    Path("receipts/release-receipt.json").write_text(json.dumps(
+        {"student": {"run_dir": "proof/general", "stage": "general",
+                     "receipt_sha256": sha256_file("proof/general/receipt.json")},
+         "worker": {"extract_form": "turns", "claim_gate": GATE, "propose": True}}))
+    monkeypatch.setenv("MEMWORKER_COMMITTED_RECEIPTS", "receipts")
+    assert train("general", assets["base"], "--parent-from", "release") == 0
+    assert "warm-starts from the committed release's student (proof/general-a" in \
+        capsys.readouterr().out
+    assert receipt("general")["parent"]["receipt_sha256"] == sha256_file(
+        "proof/general-a/receipt.json")
+    # the student's recorded parent must be the committed one
+    parent = json.loads(Path("proof/general/receipt.json").read_text())["parent"]["run_dir"]
+    with open(Path(parent) / "receipt.json", "a") as fh:
+        fh.write("\n")
+    assert train("general", assets["base"], "--parent-from", "release", "--fresh") == 2
+    assert "differs from the receipt the release records" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("student, says", [
     ({"run_dir": "proof/general-a", "stage": "coding"}, "of stage 'coding', not 'general-a'"),
     ({"run_dir": "proof/general-a", "stage": "general-a", "receipt_sha256": "0" * 64},

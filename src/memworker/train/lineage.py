@@ -73,7 +73,10 @@ def release_parent(parent_stage: str, receipts_dir: Path | None = None
     """(the committed release's student run folder, the release receipt) for a stage whose
     parent comes from the release (`StageConfig.parent_from` "release"): the receipt's
     `student.run_dir` (relative to the folder above receipts/) must be a run of `parent_stage`
-    whose receipt has the sha256 the release records. The adapter itself is checked by
+    whose receipt has the sha256 the release records, or a run whose own parent is one (a
+    release whose student is a run of the stage being trained: that stage warm-starts from the
+    student's parent, the committed chain's run before it; its `run_dir`, relative to the same
+    folder, checked against the sha256 the student's receipt records). The adapter itself is checked by
     `check_parent` as any parent's is. LineageError (MissingParent when there is no release
     receipt) with what to do instead."""
     receipts_dir = committed_receipts() if receipts_dir is None else receipts_dir
@@ -87,17 +90,32 @@ def release_parent(parent_stage: str, receipts_dir: Path | None = None
     student = doc.get("student") or {}
     if not student.get("run_dir"):
         raise LineageError(f"{path} names no student run (student.run_dir) {instead}")
-    run_dir = receipts_dir.parent / student["run_dir"]
-    if student.get("stage") != parent_stage:
+    run_dir = _committed_run(receipts_dir, student["run_dir"], student.get("receipt_sha256"),
+                             "the committed release's student", instead)
+    if student.get("stage") == parent_stage:
+        return run_dir, doc
+    # a release whose student is a run of the stage being trained (release v4: `general`):
+    # the stage warm-starts from the student's own parent, the chain's `parent_stage` run
+    parent = json.loads((run_dir / RECEIPT).read_text("utf-8")).get("parent") or {}
+    if parent.get("stage") != parent_stage or not parent.get("run_dir"):
         raise LineageError(f"the committed release's student ({student['run_dir']}) is a run "
-                           f"of stage {student.get('stage')!r}, not {parent_stage!r}: this stage "
-                           f"cannot warm-start from it; {instead}")
+                           f"of stage {student.get('stage')!r}, not {parent_stage!r}, and its "
+                           f"parent is not one either: this stage cannot warm-start from it; "
+                           f"{instead}")
+    return _committed_run(receipts_dir, parent["run_dir"], parent.get("receipt_sha256"),
+                          "the committed release student's parent", instead), doc
+
+
+def _committed_run(receipts_dir: Path, rel: str, sha: str | None, what: str,
+                   instead: str) -> Path:
+    """The committed run folder `rel` (relative to the folder above receipts/), its receipt
+    present and with the sha256 `sha` when one is recorded."""
+    run_dir = receipts_dir.parent / rel
     receipt = run_dir / RECEIPT
     if not receipt.is_file():
-        raise MissingParent(f"the committed release's student run {run_dir} has no {RECEIPT} "
-                            f"(restore it with `git checkout -- {student['run_dir']}`) {instead}")
-    if student.get("receipt_sha256") and sha256_file(receipt) != student["receipt_sha256"]:
+        raise MissingParent(f"{what} run {run_dir} has no {RECEIPT} (restore it with "
+                            f"`git checkout -- {rel}`) {instead}")
+    if sha and sha256_file(receipt) != sha:
         raise LineageError(f"{receipt} differs from the receipt the release records (sha256 "
-                           f"{student['receipt_sha256'][:12]}…); restore it with `git checkout "
-                           f"-- {student['run_dir']}` {instead}")
-    return run_dir, doc
+                           f"{sha[:12]}…); restore it with `git checkout -- {rel}` {instead}")
+    return run_dir
