@@ -341,6 +341,8 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
         history += ", each turn quoting its own event"
     if worker.claim_layout != "v3":
         history += f", claims in layout {worker.claim_layout}"
+    if worker.with_rules != "none":
+        history += ", the rules' claims kept beside the model's"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -361,7 +363,8 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
                                         turn_history=args.turn_history,
                                         event_stamps=args.event_stamps,
                                         turn_quotes=args.turn_quotes,
-                                        claim_layout=args.claim_layout)
+                                        claim_layout=args.claim_layout,
+                                        with_rules="union" if args.with_rules else "none")
     workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
     print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
     if args.baseline:
@@ -589,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extract-form", default="window", help="--worker: the extraction form")
     p.add_argument("--claim-gate", default=None, metavar="SCORE>=T",
                    help="--worker: the student's claim gate")
+    p.add_argument("--with-rules", action="store_true",
+                   help="--worker: the hybrid worker, the rules' extract claims kept beside the "
+                        "model's (a release's worker with with_rules)")
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")
