@@ -17,28 +17,14 @@ from memworker.eval.studies.rowtools import compose_row
 from memworker.export import modelfile
 from memworker.export.receipt import _ran
 from memworker.inference import hybrid
-from memworker.inference.backends import Generation
 from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config, worker_flags
+from tests.test_hybrid_worker import Fixed
 
 TS = "2025-03-08T10:00:00+00:00"
 WORKS = [{"id": "M1", "text": "The user works at Arcadis.", "timestamp": TS},
          {"id": "M2", "text": "The user plays the cello.", "timestamp": TS}]
 ABSTAIN = json.dumps({"answer": "The evidence does not mention the user's job."})
 ANSWER = json.dumps({"answer": "The user plays the cello."})
-
-
-class Fixed:
-    """A generation backend that answers one fixed text to every request."""
-
-    name = "fixed"
-
-    def __init__(self, text: str):
-        self.text, self.calls = text, 0
-
-    def generate(self, messages, *, schema=None, grammar=None, max_tokens, temperature=0.0,
-                 seed=0):
-        self.calls += 1
-        return Generation(text=self.text, finish_reason="stop", backend=self.name)
 
 
 def test_an_abstention_falls_back_to_the_rules_answer_from_a_memory_holding_the_question():
@@ -110,15 +96,18 @@ def test_the_worker_record_keeps_reflect_rules_and_its_flags_run_it():
     assert "reflect_rules=" in modelfile.worker_line(w)
 
 
-def test_the_evaluator_records_the_fallback_arm_and_the_receipt_reads_it(tmp_path, tiny_corpus):
+def _planned(tmp_path, corpus, *extra: str) -> dict:
+    """eval/run.py's planned config for a student GGUF and the rules, with `extra` flags."""
     gguf = tmp_path / "s.gguf"
     gguf.write_bytes(b"GGUF not a model")
-    argv = ["--arm", f"student={gguf}", "--arm", "rules", "--set", "val",
-            "--corpus", str(tiny_corpus), "--out", str(tmp_path / "out"),
-            "--reflect-rules", "student"]
-    _, config = planned_config(argv)
-    assert config["reflect_rules"] == ["student"]
-    assert "reflect_rules" not in planned_config(argv[:-2])[1]
+    return planned_config(["--arm", f"student={gguf}", "--arm", "rules", "--set", "val",
+                           "--corpus", str(corpus), "--out", str(tmp_path / "out"), *extra])[1]
+
+
+def test_the_evaluator_records_the_fallback_arm_and_the_receipt_reads_it(tmp_path, tiny_corpus):
+    assert _planned(tmp_path, tiny_corpus, "--reflect-rules", "student")["reflect_rules"] == \
+        ["student"]
+    assert "reflect_rules" not in _planned(tmp_path, tiny_corpus)
     arms = runner.assign_reflect_rules([runner.parse_arm("student=x.gguf"),
                                         runner.parse_arm("rules")], ["student"])
     assert [a.reflect_rules for a in arms] == [True, False]
@@ -198,12 +187,8 @@ def test_consolidation_by_the_rules_never_calls_the_model_and_answers_as_the_rul
 
 
 def test_the_evaluator_records_consolidation_by_the_rules(tmp_path, tiny_corpus):
-    gguf = tmp_path / "s.gguf"
-    gguf.write_bytes(b"GGUF not a model")
-    argv = ["--arm", f"student={gguf}", "--arm", "rules", "--set", "val",
-            "--corpus", str(tiny_corpus), "--out", str(tmp_path / "out"),
-            "--consolidate-rules", "student"]
-    assert planned_config(argv)[1]["consolidate_rules"] == ["student"]
+    assert _planned(tmp_path, tiny_corpus, "--consolidate-rules", "student")[
+        "consolidate_rules"] == ["student"]
     with pytest.raises(runner.EvalError, match="rules arm"):
         runner.assign_consolidate_rules([runner.parse_arm("rules")], ["rules"])
     facts = [{"id": f["id"], "statement": f["text"]} for f in FACTS]

@@ -53,9 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "rules arm answers as always")
     runner.add_turn_options(p)
     runner.add_propose_option(p)
-    runner.add_with_rules_option(p)
-    runner.add_reflect_rules_option(p)
-    runner.add_consolidate_rules_option(p)
+    runner.add_rules_options(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (2000)")

@@ -258,76 +258,57 @@ def assign_proposals(arms: list[Arm], names: list[str] | None,
     return [replace(a, propose=a.name in chosen) for a in arms]
 
 
-def add_with_rules_option(parser: Any) -> None:
-    """The `--with-rules ARM` option of eval/run.py and eval/live.py (values for
-    `assign_with_rules`)."""
-    parser.add_argument("--with-rules", action="append", default=None, metavar="ARM",
-                        help="the arm ARM runs as the hybrid worker: the rules' extract claims "
-                             "kept beside its own (after its claim gate; "
-                             "memworker.inference.hybrid); repeatable")
+def add_rules_options(parser: Any) -> None:
+    """The worker's rules settings of eval/run.py and eval/live.py, each naming model arms
+    (`assign_with_rules`, `assign_reflect_rules`, `assign_consolidate_rules`): `--with-rules`,
+    `--reflect-rules`, `--consolidate-rules` (`memworker.inference.hybrid`)."""
+    for flag, what in (
+            ("--with-rules", "runs as the hybrid worker: the rules' extract claims kept beside "
+                             "its own (after its claim gate)"),
+            ("--reflect-rules", "falls back to the rules' reflect answer where it abstains and "
+                                "the rules answer from a memory holding every content word of "
+                                "the question"),
+            ("--consolidate-rules", "has its consolidation requests answered by the rules")):
+        parser.add_argument(flag, action="append", default=None, metavar="ARM",
+                            help=f"the arm ARM {what} (memworker.inference.hybrid); repeatable")
 
 
-def add_reflect_rules_option(parser: Any) -> None:
-    """The `--reflect-rules ARM` option of eval/run.py and eval/live.py (values for
-    `assign_reflect_rules`)."""
-    parser.add_argument("--reflect-rules", action="append", default=None, metavar="ARM",
-                        help="the arm ARM's reflection falls back to the rules' answer where it "
-                             "abstains and the rules answer from a memory holding every content "
-                             "word of the question (memworker.inference.hybrid); repeatable")
-
-
-def assign_reflect_rules(arms: list[Arm], names: list[str] | None) -> list[Arm]:
-    """`arms` with `reflect_rules` set from `--reflect-rules` values (model arms' names);
+def _rules_setting(arms: list[Arm], names: list[str] | None, flag: str, field: str
+                  ) -> list[Arm]:
+    """`arms` with the boolean `field` set for the model arms `names` (the values of `flag`);
     EvalError for an unknown or rules arm."""
     chosen: set[str] = set()
     for name in names or []:
         arm = next((a for a in arms if a.name == name), None)
         if arm is None:
-            raise EvalError(f"--reflect-rules {name}: no arm named {name!r}")
+            raise EvalError(f"{flag} {name}: no arm named {name!r}")
         if arm.kind == "rules":
-            raise EvalError(f"--reflect-rules {name}: the rules arm is the rules already")
+            raise EvalError(f"{flag} {name}: the rules arm is the rules already")
         chosen.add(name)
-    return [replace(a, reflect_rules=a.name in chosen) for a in arms]
+    return [replace(a, **{field: a.name in chosen}) for a in arms]
 
 
-def add_consolidate_rules_option(parser: Any) -> None:
-    """The `--consolidate-rules ARM` option of eval/run.py and eval/live.py (values for
-    `assign_consolidate_rules`)."""
-    parser.add_argument("--consolidate-rules", action="append", default=None, metavar="ARM",
-                        help="the arm ARM's consolidation requests are answered by the rules "
-                             "(memworker.inference.hybrid.rules_result); repeatable")
+def assign_reflect_rules(arms: list[Arm], names: list[str] | None) -> list[Arm]:
+    """`arms` with `reflect_rules` set from `--reflect-rules` values (model arms' names);
+    EvalError for an unknown or rules arm."""
+    return _rules_setting(arms, names, "--reflect-rules", "reflect_rules")
 
 
 def assign_consolidate_rules(arms: list[Arm], names: list[str] | None) -> list[Arm]:
     """`arms` with `consolidate_rules` set from `--consolidate-rules` values (model arms'
     names); EvalError for an unknown or rules arm."""
-    chosen: set[str] = set()
-    for name in names or []:
-        arm = next((a for a in arms if a.name == name), None)
-        if arm is None:
-            raise EvalError(f"--consolidate-rules {name}: no arm named {name!r}")
-        if arm.kind == "rules":
-            raise EvalError(f"--consolidate-rules {name}: the rules arm is the rules already")
-        chosen.add(name)
-    return [replace(a, consolidate_rules=a.name in chosen) for a in arms]
+    return _rules_setting(arms, names, "--consolidate-rules", "consolidate_rules")
 
 
 def assign_with_rules(arms: list[Arm], names: list[str] | None,
                       extract_form: str = "window") -> list[Arm]:
     """`arms` with `with_rules` set from `--with-rules` values (model arms' names); EvalError
     for an unknown or rules arm and in the walk form."""
-    chosen: set[str] = set()
-    for name in names or []:
-        arm = next((a for a in arms if a.name == name), None)
-        if arm is None:
-            raise EvalError(f"--with-rules {name}: no arm named {name!r}")
-        if arm.kind == "rules":
-            raise EvalError(f"--with-rules {name}: the rules arm is the rules already")
-        chosen.add(name)
+    arms = _rules_setting(arms, names, "--with-rules", "with_rules")
     if names and extract_form == "walk":
         raise EvalError("--with-rules merges extract answers of the window, turns and sentences "
                         "forms only")
-    return [replace(a, with_rules=a.name in chosen) for a in arms]
+    return arms
 
 
 def make_backend(arm: Arm, sampler: Sampler, *, record_logprobs: bool = False) -> Any:

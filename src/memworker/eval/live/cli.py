@@ -63,9 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "eval/run.py --claim-gate); repeatable")
     eval_runner.add_turn_options(p)
     eval_runner.add_propose_option(p)
-    eval_runner.add_with_rules_option(p)
-    eval_runner.add_reflect_rules_option(p)
-    eval_runner.add_consolidate_rules_option(p)
+    eval_runner.add_rules_options(p)
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
                    help="record the summary as the live acceptance of this release receipt "
                         "(`live`, which the gate of a format-2 release reads); the release "
