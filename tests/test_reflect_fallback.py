@@ -50,7 +50,7 @@ def test_no_fallback_where_the_model_answers_or_no_memory_holds_every_question_w
     assert not hybrid.falls_back(inputs, {"insufficient_evidence": True})
     inputs["question"] = "Where does the user work?"
     assert hybrid.falls_back(inputs, {"insufficient_evidence": True})
-    assert hybrid.falls_back(inputs, None)            # a failed answer: the rules may answer
+    assert not hybrid.falls_back(inputs, None)        # a failed answer: the worker raises
     assert not hybrid.falls_back(inputs, {"insufficient_evidence": False})
     assert not hybrid.falls_back({**inputs, "evidence": []}, None)
 

@@ -140,11 +140,12 @@ def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
 
 def falls_back(inputs: dict[str, Any], model_output: dict[str, Any] | None) -> bool:
     """The reflection fallback's condition: the model's reflect answer (canonical output; None
-    when it failed) abstains, and the rules answer from an evidence item holding every content
-    word of the question beyond its subject's phrase (`rules.reflect_choice`); where that phrase
+    when it failed, which the worker raises and never falls back from) abstains, and the rules
+    answer from an evidence item holding every content word of the question beyond its
+    subject's phrase (`rules.reflect_choice`); where that phrase
     names a relation ("Daniel (the user's friend)"), the item names it too (the rules match the
     name alone, and another Daniel's memory does not answer)."""
-    if model_output is not None and not model_output.get("insufficient_evidence", False):
+    if model_output is None or not model_output.get("insufficient_evidence", False):
         return False
     chosen, q_words, held = reflect_choice(inputs)
     if chosen is None or not q_words or held != q_words:
