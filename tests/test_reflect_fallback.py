@@ -66,8 +66,8 @@ def test_the_fallback_answers_about_the_person_the_question_names():
 
 
 def test_the_fallback_never_answers_from_a_secret_or_a_memory_control():
-    evidence = [{"id": "M1", "text": "The user's api key is sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c",
-                 "timestamp": TS}]
+    key = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+    evidence = [{"id": "M1", "text": f"The user's api key is {key}", "timestamp": TS}]
     inputs = {"question": "What is the user's api key?", "asked_at": TS, "evidence": evidence}
     assert not hybrid.falls_back(inputs, {"insufficient_evidence": True})
 

@@ -220,9 +220,6 @@ def _plan(args: argparse.Namespace) -> Plan:
     arms = runner.assign_consolidate_rules(arms, args.consolidate_rules)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
-    hybrids = sorted(a.name for a in arms if a.with_rules)
-    fallbacks = sorted(a.name for a in arms if a.reflect_rules)
-    rules_consolidate = sorted(a.name for a in arms if a.consolidate_rules)
     runner.check_turn_options(args)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
@@ -238,9 +235,7 @@ def _plan(args: argparse.Namespace) -> Plan:
               "environment": environment(), **({"logprobs": True} if args.logprobs else {}),
               **({"claim_gates": gates} if gates else {}),
               **({"proposing": proposing} if proposing else {}),
-              **({"with_rules": hybrids} if hybrids else {}),
-              **({"reflect_rules": fallbacks} if fallbacks else {}),
-              **({"consolidate_rules": rules_consolidate} if rules_consolidate else {})}
+              **runner.rules_lists(arms)}
     return Plan(arms, rows, Path(args.out), sampler, config)
 
 

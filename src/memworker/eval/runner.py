@@ -273,6 +273,19 @@ def add_rules_options(parser: Any) -> None:
                             help=f"the arm ARM {what} (memworker.inference.hybrid); repeatable")
 
 
+def rules_lists(arms: list[Arm]) -> dict[str, list[str]]:
+    """The arms' rules settings as an evaluation config records them: each setting that some
+    arm has (`hybrid.SETTINGS`) -> the names of those arms."""
+    lists = {key: sorted(a.name for a in arms if getattr(a, key)) for key in hybrid.SETTINGS}
+    return {key: names for key, names in lists.items() if names}
+
+
+def rules_settings(arm: Arm) -> dict[str, str]:
+    """The arm's rules settings as a worker takes them (`MemWorkerBackend(**…)`)."""
+    return {key: policy if getattr(arm, key) else "none"
+            for key, policy in hybrid.SETTINGS.items()}
+
+
 def _rules_setting(arms: list[Arm], names: list[str] | None, flag: str, field: str
                   ) -> list[Arm]:
     """`arms` with the boolean `field` set for the model arms `names` (the values of `flag`);

@@ -15,6 +15,7 @@ from memworker.export import converter, gate
 from memworker.export.receipt import ExportError, default_publish_dir, record_live, record_waiver
 from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
+from memworker.inference import hybrid
 from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import RELEASE_RECEIPT
 from memworker.turns import HISTORIES, TURN_QUOTES
@@ -146,10 +147,8 @@ def run(args: argparse.Namespace) -> list[str]:
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
                                  claim_layout=args.claim_layout,
-                                 with_rules="union" if args.with_rules else "none",
-                                 reflect_rules="fallback" if args.reflect_rules else "none",
-                                 consolidate_rules="rules" if args.consolidate_rules else "none",
-                                 **common)
+                                 **{key: policy if getattr(args, key) else "none"
+                                    for key, policy in hybrid.SETTINGS.items()}, **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]
         lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "

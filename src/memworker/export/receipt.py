@@ -40,6 +40,7 @@ from memworker.hashing import (
     write_json,
     write_sha256sums,
 )
+from memworker.inference import hybrid
 from memworker.inference.hmem import WorkerError, record_config
 from memworker.receipts import RELEASE_RECEIPT, SUMS, environment
 
@@ -115,11 +116,8 @@ def _ran(config: dict[str, Any]) -> dict[str, Any]:
                if sampler.get("turn_quotes", "upto") != "upto" else {}),
             **({"claim_layout": sampler["claim_layout"]}
                if sampler.get("claim_layout", "v3") != "v3" else {}),
-            **({"with_rules": "union"} if "student" in config.get("with_rules", []) else {}),
-            **({"reflect_rules": "fallback"} if "student" in config.get("reflect_rules", [])
-               else {}),
-            **({"consolidate_rules": "rules"}
-               if "student" in config.get("consolidate_rules", []) else {})}
+            **{key: policy for key, policy in hybrid.SETTINGS.items()
+               if "student" in config.get(key, [])}}
 
 
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:

@@ -174,12 +174,10 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
     for key in ("turn_history", "event_stamps", "turn_quotes", "claim_layout"):
         if key in w:
             flags += ["--" + key.replace("_", "-"), w[key]]
-    if "with_rules" in w:   # one policy today ("union"): the flag names the arm, as --propose
-        flags += ["--with-rules"] if arm is None else ["--with-rules", arm]
-    if "reflect_rules" in w:   # one policy ("fallback"), named like --with-rules
-        flags += ["--reflect-rules"] if arm is None else ["--reflect-rules", arm]
-    if "consolidate_rules" in w:   # one policy ("rules"), named like --with-rules
-        flags += ["--consolidate-rules"] if arm is None else ["--consolidate-rules", arm]
+    for key in hybrid.SETTINGS:   # one policy each: the flag names the arm, as --propose
+        if key in w:
+            flag = "--" + key.replace("_", "-")
+            flags += [flag] if arm is None else [flag, arm]
     return flags
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from memworker import wire
 from memworker.inference import codec
-from memworker.inference.rules import ANSWERS, answer_text, question_subject, reflect_choice
+from memworker.inference.rules import ANSWERS, answer_text, reflect_choice
 from memworker.inference.schema import build_schema
 from memworker.textnorm import bare_name, norm, value_key
 
@@ -52,6 +52,10 @@ POLICIES = ("none", "union")
 REFLECT_POLICIES = ("none", "fallback")
 #: the consolidation policies a worker record may name (`hmem.worker_config(consolidate_rules=…)`)
 CONSOLIDATE_POLICIES = ("none", "rules")
+#: the worker's rules settings, each with the one policy it names when on: a release's `worker`
+#: record holds `{setting: policy}`, an evaluation arm the setting as a flag (`eval.runner.Arm`),
+#: the command lines `--with-rules`, `--reflect-rules`, `--consolidate-rules`
+SETTINGS = {"with_rules": "union", "reflect_rules": "fallback", "consolidate_rules": "rules"}
 #: the policies `merge_extract` knows: `fill` adds only model claims that quote no event the
 #: rules took a claim from (a study's policy, not a worker's); `rules` and `model` one side alone
 MERGES = ("union", "fill", "rules", "model")
@@ -111,8 +115,15 @@ def claim_limit(schema: dict[str, Any]) -> int:
 def rules_wire(inputs: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """The rules' verified wire extract answer to `inputs` (`schema`: the request's extract
     schema, built when not given)."""
-    raw = answer_text("extract", ANSWERS["extract"](inputs))
-    return codec.decode("extract", inputs, raw, finish_reason="stop", schema=schema).wire
+    return _rules_decoded("extract", inputs, schema).wire
+
+
+def _rules_decoded(task: str, inputs: dict[str, Any], schema: dict[str, Any] | None = None
+                   ) -> codec.CodecResult:
+    """The rules' answer to a `task` request through the codec (`schema`: the request's, built
+    when not given)."""
+    return codec.decode(task, inputs, answer_text(task, ANSWERS[task](inputs)),
+                        finish_reason="stop", schema=schema)
 
 
 def with_rules(result: codec.CodecResult, inputs: dict[str, Any],
@@ -142,15 +153,14 @@ def falls_back(inputs: dict[str, Any], model_output: dict[str, Any] | None) -> b
     """The reflection fallback's condition: the model's reflect answer (canonical output; None
     when it failed, which the worker raises and never falls back from) abstains, and the rules
     answer from an evidence item holding every content word of the question beyond its
-    subject's phrase (`rules.reflect_choice`); where that phrase
-    names a relation ("Daniel (the user's friend)"), the item names it too (the rules match the
-    name alone, and another Daniel's memory does not answer)."""
+    subject's phrase (`rules.reflect_choice`); where that phrase names a relation ("Daniel (the
+    user's friend)"), the item names it too (the rules match the name alone, and another
+    Daniel's memory does not answer)."""
     if model_output is None or not model_output.get("insufficient_evidence", False):
         return False
-    chosen, q_words, held = reflect_choice(inputs)
+    chosen, q_words, held, found = reflect_choice(inputs)
     if chosen is None or not q_words or held != q_words:
         return False
-    found = question_subject(inputs["question"])
     return found is None or found[0] == found[1] or found[0] == "the user" \
         or found[1].lower() in chosen["text"].lower()
 
@@ -166,8 +176,7 @@ def reflect_fallback(result: codec.CodecResult, inputs: dict[str, Any],
         raise ValueError(f"reflect_rules {policy!r}: one of {', '.join(REFLECT_POLICIES)}")
     if not falls_back(inputs, result.output):
         return result
-    raw = answer_text("reflect", ANSWERS["reflect"](inputs))
-    decoded = codec.decode("reflect", inputs, raw, finish_reason="stop")
+    decoded = _rules_decoded("reflect", inputs)
     return replace(result, output=decoded.output, wire=decoded.wire,
                    diagnostics=[*result.diagnostics, *decoded.diagnostics,
                                 "reflect rules (fallback): the model abstained; the rules' answer "
@@ -177,6 +186,5 @@ def reflect_fallback(result: codec.CodecResult, inputs: dict[str, Any],
 def rules_result(task: str, inputs: dict[str, Any]) -> codec.CodecResult:
     """The rules' answer to a `task` request, decoded by the codec as any answer (one attempt; a
     diagnostic saying whose answer it is)."""
-    raw = answer_text(task, ANSWERS[task](inputs))
-    decoded = codec.decode(task, inputs, raw, finish_reason="stop")
+    decoded = _rules_decoded(task, inputs)
     return replace(decoded, diagnostics=[*decoded.diagnostics, f"{task} by the rules"])

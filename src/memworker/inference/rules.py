@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from memworker import wire
 from memworker.inference.backends import Generation
@@ -398,14 +398,19 @@ def _question_subject(question: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(1)) if m else None
 
 
-question_subject = _question_subject   # public: the reflection fallback reads it (hybrid)
+class ReflectChoice(NamedTuple):
+    """What the rules answer a reflection from (`reflect_choice`)."""
+
+    item: dict[str, Any] | None   # the evidence item, or None: they abstain
+    q_words: set[str]             # the question's content words beyond its subject's phrase
+    held: set[str]                # those of them the item holds
+    subject: tuple[str, str] | None   # (name, the phrase naming it), `_question_subject`
 
 
-def reflect_choice(inputs: dict[str, Any]) -> tuple[dict[str, Any] | None, set[str], set[str]]:
-    """(the evidence item the rules answer from, or None; the question's content words beyond
-    the phrase naming its subject; those of them the item holds). The item is about the
-    question's subject and shares the most content words with it (the newest of a tie); memory
-    controls and credential-shaped text are never chosen."""
+def reflect_choice(inputs: dict[str, Any]) -> ReflectChoice:
+    """The evidence item the rules answer a reflection from: about the question's subject and
+    sharing the most content words with it (the newest of a tie); memory controls and
+    credential-shaped text are never chosen."""
     question = inputs["question"]
     found = _question_subject(question)
     subject = found[0] if found else None
@@ -421,15 +426,15 @@ def reflect_choice(inputs: dict[str, Any]) -> tuple[dict[str, Any] | None, set[s
         if about and overlap:
             candidates.append((len(overlap), item["timestamp"], item, overlap))
     if not candidates:
-        return None, q_words, set()
+        return ReflectChoice(None, q_words, set(), found)
     top = max(c[0] for c in candidates)
     chosen = max((c for c in candidates if c[0] == top), key=lambda c: c[1])
-    return chosen[2], q_words, chosen[3]
+    return ReflectChoice(chosen[2], q_words, chosen[3], found)
 
 
 def reflect_answer(inputs: dict[str, Any]) -> dict[str, Any]:
     question = inputs["question"]
-    chosen, q_words, _ = reflect_choice(inputs)
+    chosen, q_words, _, _ = reflect_choice(inputs)
     if chosen is None:
         missing = " ".join(sorted(q_words)) or "the answer"
         return {"answer": f"The evidence does not say ({missing}).", "citations": [],

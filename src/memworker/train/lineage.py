@@ -76,9 +76,9 @@ def release_parent(parent_stage: str, receipts_dir: Path | None = None
     whose receipt has the sha256 the release records, or a run whose own parent is one (a
     release whose student is a run of the stage being trained: that stage warm-starts from the
     student's parent, the committed chain's run before it; its `run_dir`, relative to the same
-    folder, checked against the sha256 the student's receipt records). The adapter itself is checked by
-    `check_parent` as any parent's is. LineageError (MissingParent when there is no release
-    receipt) with what to do instead."""
+    folder, checked against the sha256 the student's receipt records). The adapter itself is
+    checked by `check_parent` as any parent's is. LineageError (MissingParent when there is no
+    release receipt) with what to do instead."""
     receipts_dir = committed_receipts() if receipts_dir is None else receipts_dir
     path = receipts_dir / RELEASE_RECEIPT
     instead = ("or train the parent stage here with --parent-from stage (the whole chain: "

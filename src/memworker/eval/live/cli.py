@@ -132,15 +132,10 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                       event_stamps=args.event_stamps, turn_quotes=args.turn_quotes)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
-    hybrids = sorted(a.name for a in arms if a.with_rules)
-    fallbacks = sorted(a.name for a in arms if a.reflect_rules)
-    rules_consolidate = sorted(a.name for a in arms if a.consolidate_rules)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
               **({"proposing": proposing} if proposing else {}),
-              **({"with_rules": hybrids} if hybrids else {}),
-              **({"reflect_rules": fallbacks} if fallbacks else {}),
-              **({"consolidate_rules": rules_consolidate} if rules_consolidate else {}),
+              **eval_runner.rules_lists(arms),
               "scenario_file": str(args.scenarios), "environment": environment()}
 
     def progress(arm: str, name: str, result: dict[str, Any]) -> None:
@@ -190,9 +185,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   turn_history=sampler.turn_history if model else "answers",
                                   event_stamps=sampler.event_stamps if model else "full",
                                   turn_quotes=sampler.turn_quotes if model else "upto",
-                                  with_rules="union" if arm.with_rules else "none",
-                                  reflect_rules="fallback" if arm.reflect_rules else "none",
-                                  consolidate_rules="rules" if arm.consolidate_rules else "none")
+                                  **eval_runner.rules_settings(arm))
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

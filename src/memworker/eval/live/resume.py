@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.runner import Arm, EvalError, Sampler, sampler_doc
+from memworker.eval.runner import Arm, EvalError, Sampler, rules_settings, sampler_doc
 from memworker.hashing import sha256_file, sha256_json
 from memworker.inference import rules
 from memworker.inference.backends import default_threads
@@ -63,12 +63,8 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
         model["claim_gate"] = arm.claim_gate
     if arm.propose:  # (absent when not proposing: results stored before proposing match)
         model["propose"] = True
-    if arm.with_rules:  # (absent without the rules' claims: results stored before match)
-        model["with_rules"] = "union"
-    if arm.reflect_rules:  # (absent without the fallback: results stored before match)
-        model["reflect_rules"] = "fallback"
-    if arm.consolidate_rules:  # (absent when the model consolidates: results stored before match)
-        model["consolidate_rules"] = "rules"
+    # the rules settings the arm has (absent when off: results stored before them match)
+    model.update({k: v for k, v in rules_settings(arm).items() if v != "none"})
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
     threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":
