@@ -26,6 +26,9 @@ from memworker.export.verify import verify_release
 
 GGUF = "memworker-test-general-q8_0.gguf"
 COMMITTED = Path(__file__).resolve().parents[1] / "receipts" / "release-receipt.json"
+#: a format-1 release receipt (release v3, archived whole when v4 replaced it): the template of
+#: the releases these tests build, whose gate has no live check unless a test adds one
+FORMAT1 = Path(__file__).resolve().parents[1] / "receipts" / "v3" / "release-receipt.json"
 
 
 def make_release(tmp_path: Path) -> Path:
@@ -34,9 +37,9 @@ def make_release(tmp_path: Path) -> Path:
     (out / GGUF).write_bytes(b"GGUF placeholder (verified with load=False)")
     mfile.write(out / "Modelfile", f"./{GGUF}", end_of_turn="<|im_end|>",
                 license_text="SPDX-License-Identifier: apache-2.0")
-    # the committed release's receipt as the template (base, student, export settings), with
+    # an archived release's receipt as the template (base, student, export settings), with
     # this folder's student GGUF and no evaluation yet
-    receipt = json.loads(COMMITTED.read_text())
+    receipt = json.loads(FORMAT1.read_text())
     receipt.update(lineage=[], evaluation=None, gate=None, artifacts={})
     receipt.pop("worker", None)   # this folder's Modelfile names none: the window form, ungated
     receipt["student"] = {**receipt["student"], "gguf": GGUF}

@@ -21,7 +21,7 @@ from memworker.export import cli as ecli
 from memworker.export import modelfile as mfile
 from memworker.export.receipt import record_live, record_live_file, sign
 from memworker.export.verify import verify_release
-from tests.test_export_gate import COMMITTED, GGUF, GOOD_SUPPORT, make_release, summary
+from tests.test_export_gate import COMMITTED, FORMAT1, GGUF, GOOD_SUPPORT, make_release, summary
 
 ZERO = {"extract_support": ([0] * 16, [0] * 16), "extract_coverage": ([0] * 16, [0] * 16)}
 
@@ -190,9 +190,9 @@ def test_the_card_of_a_format2_release(tmp_path):
 
 
 def test_a_format1_receipt_renders_and_gates_as_released():
-    """The committed release (format 1): no new card section, the old rule, natural "not
+    """A format-1 release (v3, archived): no new card section, the old rule, natural "not
     below", no live check, even when a live summary is present."""
-    doc = json.loads(COMMITTED.read_text())
+    doc = json.loads(FORMAT1.read_text())
     assert gate.release_format(doc) == 1
     text = card.render(doc)
     assert "## Intended use" not in text and "## Grade your own extractor" not in text
@@ -203,6 +203,18 @@ def test_a_format1_receipt_renders_and_gates_as_released():
     assert record["rule"] == gate.RULE
     assert not any(c["set"] == "live" for c in record["checks"])
     assert record["verdict"] == gate.evaluate(doc)["verdict"]
+
+
+def test_the_committed_release_is_format2_and_its_gate_reads_live_acceptance():
+    """Release v4 is the first format-2 release: its card has the new sections, and its gate
+    checks live acceptance and the natural set as format 2 does."""
+    doc = json.loads(COMMITTED.read_text())
+    assert gate.release_format(doc) == 2
+    record = gate.evaluate(doc)
+    assert record["rule"] != gate.RULE
+    assert [c["status"] for c in record["checks"] if c["set"] == "live"] == ["pass"]
+    text = card.render(doc)
+    assert "## Intended use" in text and "## Grade your own extractor" in text
 
 
 def test_new_exports_are_format2():

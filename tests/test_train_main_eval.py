@@ -21,20 +21,39 @@ FIXTURE = Path(__file__).parent / "fixtures" / "heldout-summary-trimmed.json"
 
 
 def test_table_of_the_first_release_summary():
-    """Real figures of the first release (64 held-out rows): base, student, rules per task,
-    then student - base with its paired interval."""
+    """Real figures of the first release (64 held-out rows): base, student, rules per task
+    (with its count where the metric is one), then student - base and student - rules with
+    their paired intervals."""
     summary = json.loads(FIXTURE.read_text())
     lines = table_lines(summary)
     assert lines[0] == ("evaluation of 64 held-out rows, max tokens 512 for every arm; "
                         "value n=rows [95 % interval]:")
     words = [" ".join(line.split()) for line in lines]
-    assert words[1] == "task metric base student rules student - base"
+    assert words[1] == "task metric base student rules student - base student - rules"
     assert words[2] == ("extract extract_f1 0.000 n=32 [0.000, 0.000] 0.000 n=32 [0.000, 0.000] "
-                        "0.317 n=32 [0.186, 0.457] +0.000 [0.000, 0.000]")
-    assert words[4] == ("reflect reflect_correct 0.000 n=16 [0.000, 0.000] 0.250 n=16 "
-                        "[0.062, 0.438] 0.750 n=16 [0.562, 0.938] +0.250 [0.062, 0.500]")
-    assert lines[3].startswith("consolidate consolidate_correct 0.000 n=16")
-    assert len(lines) == 5
+                        "0.317 n=32 [0.186, 0.457] +0.000 [0.000, 0.000] -0.317 [-0.464, -0.177]")
+    assert words[4] == ("reflect reflect_correct 0.000 0/16 n=16 [0.000, 0.000] 0.250 4/16 n=16 "
+                        "[0.062, 0.438] 0.750 12/16 n=16 [0.562, 0.938] +0.250 [0.062, 0.500] "
+                        "-0.500 [-0.750, -0.188]")
+    assert lines[3].startswith("consolidate consolidate_correct 0.000 0/16 n=16")
+    assert len(lines) == 5  # the trimmed summary has no coverage or support: no rows for them
+
+
+def test_the_table_shows_the_gates_extraction_metrics_against_the_rules():
+    """Where the summary has extraction coverage and support (every evaluation since ruler 2),
+    they follow extract_f1 with their counts (facts, claims) and student - rules, the release
+    gate's comparison: what the main job's student does against the rules on its rows."""
+    summary = json.loads(FIXTURE.read_text())
+    for arm, (num, den) in {"base": (0, 43), "student": (5, 43), "rules": (3, 43)}.items():
+        summary["metrics"][arm]["extract"]["metrics"]["extract_coverage"] = {
+            "value": num / den, "num": num, "den": den, "n_rows": 7, "ci": [0.0, 0.2]}
+    versus = next(c for c in summary["comparisons"] if c["b"] == "rules")
+    versus["tasks"]["extract"]["extract_coverage"] = {"diff": 2 / 43, "ci": [0.0, 0.105]}
+    words = [" ".join(line.split()) for line in table_lines(summary)]
+    assert words[3] == ("extract extract_coverage 0.000 0/43 n=7 [0.000, 0.200] 0.116 5/43 n=7 "
+                        "[0.000, 0.200] 0.070 3/43 n=7 [0.000, 0.200] – +0.047 [0.000, 0.105]")
+    assert [w.split()[1] for w in words[2:]] == [
+        "extract_f1", "extract_coverage", "consolidate_correct", "reflect_correct"]
 
 
 def test_the_header_says_when_the_evaluation_is_limited():
@@ -62,17 +81,20 @@ def test_table_of_a_fresh_evaluation(tiny_corpus, tmp_path, capsys):
     lines = table_lines(summary)
     assert lines[0].startswith(f"evaluation of the first 4 of the {total} held-out rows (not the full "
                                "evaluation), max tokens 512")
-    by_task = {line.split()[0]: line for line in lines[2:]}
-    for task, metric in (("extract", "extract_f1"), ("consolidate", "consolidate_correct"),
+    by_row = {tuple(line.split()[:2]): line for line in lines[2:]}
+    for task, metric in (("extract", "extract_f1"), ("extract", "extract_coverage"),
+                         ("extract", "extract_support"), ("consolidate", "consolidate_correct"),
                          ("reflect", "reflect_correct")):
         entry = summary["metrics"]["rules"].get(task, {}).get("metrics", {}).get(metric)
         if entry is None:
-            assert by_task[task].split()[2:] == ["–"] * 4
+            assert by_row[task, metric].split()[2:] == ["–"] * 5
             continue
-        cell = f"{entry['value']:.3f} n={entry['n_rows']} [{entry['ci'][0]:.3f}, " \
+        count = (f" {entry['num']}/{entry['den']}" if isinstance(entry.get("num"), int)
+                 else "")
+        cell = f"{entry['value']:.3f}{count} n={entry['n_rows']} [{entry['ci'][0]:.3f}, " \
                f"{entry['ci'][1]:.3f}]"
-        assert by_task[task].count(cell) == 3  # the same rules under three names
-        assert by_task[task].endswith("+0.000 [0.000, 0.000]")
+        assert by_row[task, metric].count(cell) == 3  # the same rules under three names
+        assert by_row[task, metric].endswith("+0.000 [0.000, 0.000]   +0.000 [0.000, 0.000]")
     assert "extract" in summary["metrics"]["rules"]
 
 

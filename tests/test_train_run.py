@@ -169,8 +169,8 @@ def test_a_stage_warm_starts_from_the_parent_of_a_release_student_of_that_stage(
          "worker": {"extract_form": "turns", "claim_gate": GATE, "propose": True}}))
     monkeypatch.setenv("MEMWORKER_COMMITTED_RECEIPTS", "receipts")
     assert train("general", assets["base"], "--parent-from", "release") == 0
-    assert "warm-starts from the committed release's student (proof/general-a" in \
-        capsys.readouterr().out
+    assert ("warm-starts from the committed release chain's general-a run (the parent of its "
+            "student, proof/general) (proof/general-a") in capsys.readouterr().out
     assert receipt("general")["parent"]["receipt_sha256"] == sha256_file(
         "proof/general-a/receipt.json")
     # the student's recorded parent must be the committed one

@@ -222,9 +222,11 @@ def evaluate_release(receipt: dict[str, Any], args) -> int:
         # only the last stage ran here; the ones before it are the committed release's chain
         earlier = stages[:-1]
         parent = (receipt.get("parent") or {}).get("run_dir")
+        _, release_doc = lineage.release_parent(receipt["config"]["parent"])
+        whose = lineage.release_parent_words(receipt["config"]["parent"], release_doc)
         print(f"stage receipts: {runs / stages[-1] / RECEIPT} (trained here"
               + (f"; copy in {args.receipts_dir}/" if args.receipts_dir else "")
-              + f"), warm-started from the committed release's student {parent}/{RECEIPT}"
+              + f"), warm-started from {whose} {parent}/{RECEIPT}"
               + (f" (its chain {' → '.join(earlier)}: receipts/<stage>-receipt.json, "
                  "trained by scripts/release.sh)" if earlier else ""))
     else:

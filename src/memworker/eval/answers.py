@@ -10,7 +10,7 @@ by the evaluator's own grader (`memworker.eval.grade`, the ruler of eval/README)
 by its own summariser, so the figures read like an evaluation folder's:
 
     python eval/answers.py --set natural-dev --answers mine.jsonl --out /tmp/mine [--name me]
-        [--against receipts/eval/natural-dev:student] [--missing skip|failed]
+        [--against receipts/eval/natural-dev/release:student] [--missing skip|failed]
 
 Nothing is graded silently: a line that is not JSON, a missing or unknown field, an unknown row
 id, a duplicate, a row of another task, a claim the contract refuses and a quote that is not in

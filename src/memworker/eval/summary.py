@@ -372,36 +372,52 @@ def coverage_line(summary: dict[str, Any]) -> str:
 def _cell(entry: dict[str, Any] | None) -> str:
     if not entry or entry.get("value") is None:
         return "–"
-    return f"{entry['value']:.3f} n={entry['n_rows']} {_fmt_ci(entry['ci'])}"
+    count = (f" {entry['num']}/{entry['den']}" if isinstance(entry.get("num"), int)
+             and isinstance(entry.get("den"), int) else "")
+    return f"{entry['value']:.3f}{count} n={entry['n_rows']} {_fmt_ci(entry['ci'])}"
+
+
+#: the extraction metrics the release gate compares with the rules, shown under the primary one
+#: when the summary has them (claims right of those written; facts stored of those required)
+GATED_EXTRACT = ("extract_coverage", "extract_support")
 
 
 def table_lines(summary: dict[str, Any]) -> list[str]:
     """A compact text table of `summary.json`: a header naming the rows evaluated, then one
     line per task with its primary metric for every arm (value, n rows, 95 % interval; base,
-    student, rules first) and the paired student - base difference with its interval when the
-    summary compares them."""
+    student, rules first), and under extraction's the gate's extraction metrics (coverage,
+    support: with their counts) when the summary has them; then the paired student - base and
+    student - rules differences with their intervals when the summary compares them."""
     arms = sorted(summary["arms"], key=lambda a: ({"base": 0, "student": 1, "rules": 2}.get(a, 3),
                                                   summary["arms"].index(a)))
-    pair = next((c for c in summary.get("comparisons") or []
-                 if c.get("a") == "student" and c.get("b") == "base"), None)
+    pairs = [c for b in ("base", "rules") for c in summary.get("comparisons") or []
+             if c.get("a") == "student" and c.get("b") == b]
     cfg = summary.get("config") or {}
     cap = (cfg.get("sampler") or {}).get("max_tokens_cap")
-    head = [f"{'task':<12}{'metric':<20}"] + [f"{a:<28}" for a in arms]
-    if pair is not None:
-        head.append("student - base")
+    width = 36
+    head = [f"{'task':<12}{'metric':<20}"] + [f"{a:<{width}}" for a in arms]
+    head += [f"{'student - ' + c['b']:<24}" for c in pairs]
     lines = [f"evaluation of {coverage_line(summary)}"
              + (f", max tokens {cap} for every arm" if cap else "")
              + "; value n=rows [95 % interval]:", "".join(head).rstrip()]
+
+    def block(arm: str, task: str) -> dict[str, Any]:
+        return summary["metrics"].get(arm, {}).get(task, {}).get("metrics", {})
+
+    rows = []
     for task in TASKS:
-        metric = PRIMARY[task]
+        rows.append((task, PRIMARY[task]))
+        if task == "extract":
+            rows += [(task, m) for m in GATED_EXTRACT if any(m in block(a, task) for a in arms)]
+    for task, metric in rows:
         cells = [f"{task:<12}{metric:<20}"]
         for arm in arms:
-            block = summary["metrics"].get(arm, {}).get(task, {}).get("metrics", {})
-            cells.append(f"{_cell(block.get(metric)):<28}")
-        if pair is not None:
+            cells.append(f"{_cell(block(arm, task).get(metric)):<{width}}")
+        for pair in pairs:
             diff = ((pair.get("tasks") or {}).get(task) or {}).get(metric) or {}
-            cells.append("–" if diff.get("diff") is None else
-                         f"{diff['diff']:+.3f} {_fmt_ci(diff.get('ci'))}")
+            text = ("–" if diff.get("diff") is None else
+                    f"{diff['diff']:+.3f} {_fmt_ci(diff.get('ci'))}")
+            cells.append(f"{text:<24}")
         lines.append("".join(cells).rstrip())
     return lines
 

@@ -183,7 +183,7 @@ def _grade_your_own() -> list[str]:
             "grade it with no model run:", "",
             "    python eval/answers.py --set natural-dev --answers mine.jsonl --out /tmp/mine "
             "--name me", "",
-            "`--against receipts/eval/natural-dev:student` pairs it with this release's student "
+            "`--against receipts/eval/natural-dev/release:student` pairs it with this release's student "
             "on the same rows. Malformed lines, unknown ids and quotes not in their event are "
             "refused with the line and the field.", ""]
 

@@ -175,10 +175,10 @@ def run_chain(args: argparse.Namespace, overrides: dict[str, Any],
     # this stage is trained here
     from_release = None
     if target.parent and target.parent_from == "release" and not args.parent_run:
-        from_release, _ = lineage.release_parent(target.parent)
-        print(f"train: {target.name} warm-starts from the committed release's student "
-              f"({_shown(from_release)}, stage {target.parent}, trained by scripts/release.sh "
-              "and committed; not trained here)")
+        from_release, release = lineage.release_parent(target.parent)
+        print(f"train: {target.name} warm-starts from "
+              f"{lineage.release_parent_words(target.parent, release)} "
+              f"({_shown(from_release)}, stage {target.parent}, committed; not trained here)")
     # --parent-run names the parent's finished run: its own ancestors are not this run's concern
     chain = (_lineage(target.parent, args.profile, inherited)
              if target.parent and not args.parent_run and from_release is None else [])

@@ -106,6 +106,17 @@ def release_parent(parent_stage: str, receipts_dir: Path | None = None
                           "the committed release student's parent", instead), doc
 
 
+def release_parent_words(parent_stage: str, release: dict[str, Any]) -> str:
+    """What the run `release_parent` returned is, in the main job's messages: the committed
+    release's student itself, or (a release whose student is a run of the stage being trained)
+    the chain's `parent_stage` run its student warm-started from."""
+    student = release.get("student") or {}
+    if student.get("stage") == parent_stage:
+        return "the committed release's student"
+    return (f"the committed release chain's {parent_stage} run (the parent of its student, "
+            f"{student.get('run_dir')})")
+
+
 def _committed_run(receipts_dir: Path, rel: str, sha: str | None, what: str,
                    instead: str) -> Path:
     """The committed run folder `rel` (relative to the folder above receipts/), its receipt
