@@ -280,12 +280,6 @@ def rules_lists(arms: list[Arm]) -> dict[str, list[str]]:
     return {key: names for key, names in lists.items() if names}
 
 
-def rules_settings(arm: Arm) -> dict[str, str]:
-    """The arm's rules settings as a worker takes them (`MemWorkerBackend(**…)`)."""
-    return {key: policy if getattr(arm, key) else "none"
-            for key, policy in hybrid.SETTINGS.items()}
-
-
 def _rules_setting(arms: list[Arm], names: list[str] | None, flag: str, field: str
                   ) -> list[Arm]:
     """`arms` with the boolean `field` set for the model arms `names` (the values of `flag`);

@@ -147,8 +147,7 @@ def run(args: argparse.Namespace) -> list[str]:
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
                                  claim_layout=args.claim_layout,
-                                 **{key: policy if getattr(args, key) else "none"
-                                    for key, policy in hybrid.SETTINGS.items()}, **common)
+                                 **hybrid.settings_of(args), **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]
         lines.append(f"export: {out / student['gguf']} ({art['bytes'] / 1e6:.1f} MB, "

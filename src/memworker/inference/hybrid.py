@@ -56,6 +56,13 @@ CONSOLIDATE_POLICIES = ("none", "rules")
 #: record holds `{setting: policy}`, an evaluation arm the setting as a flag (`eval.runner.Arm`),
 #: the command lines `--with-rules`, `--reflect-rules`, `--consolidate-rules`
 SETTINGS = {"with_rules": "union", "reflect_rules": "fallback", "consolidate_rules": "rules"}
+
+
+def settings_of(flags: Any) -> dict[str, str]:
+    """The rules settings as a worker takes them (`MemWorkerBackend(**…)`,
+    `hmem.worker_config(**…)`), from an object with one boolean attribute per setting (an
+    evaluation arm, `eval.runner.Arm`; export/run.py's parsed flags): its policy, or "none"."""
+    return {key: policy if getattr(flags, key) else "none" for key, policy in SETTINGS.items()}
 #: the policies `merge_extract` knows: `fill` adds only model claims that quote no event the
 #: rules took a claim from (a study's policy, not a worker's); `rules` and `model` one side alone
 MERGES = ("union", "fill", "rules", "model")

@@ -15,6 +15,7 @@ from memworker.eval.live import resume
 from memworker.eval.live import runner as live
 from memworker.eval.live.scenarios import DEFAULT_SCENARIOS, ScenarioError, load_scenarios
 from memworker.eval.runner import EvalError, Sampler
+from memworker.inference import hybrid
 from memworker.inference.hmem import MemWorkerBackend
 from memworker.receipts import RELEASE_KIND, environment
 from memworker.turns import FORMS
@@ -185,7 +186,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   turn_history=sampler.turn_history if model else "answers",
                                   event_stamps=sampler.event_stamps if model else "full",
                                   turn_quotes=sampler.turn_quotes if model else "upto",
-                                  **eval_runner.rules_settings(arm))
+                                  **hybrid.settings_of(arm))
         clock = [time.perf_counter()]
 
         def persist(name: str, scenario: str, result: dict[str, Any], arm=arm,

@@ -23,9 +23,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from memworker.eval.runner import Arm, EvalError, Sampler, rules_settings, sampler_doc
+from memworker.eval.runner import Arm, EvalError, Sampler, sampler_doc
 from memworker.hashing import sha256_file, sha256_json
-from memworker.inference import rules
+from memworker.inference import hybrid, rules
 from memworker.inference.backends import default_threads
 from memworker.prompts import template_hashes
 
@@ -64,7 +64,7 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
     if arm.propose:  # (absent when not proposing: results stored before proposing match)
         model["propose"] = True
     # the rules settings the arm has (absent when off: results stored before them match)
-    model.update({k: v for k, v in rules_settings(arm).items() if v != "none"})
+    model.update({k: v for k, v in hybrid.settings_of(arm).items() if v != "none"})
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results
     threads = sampler_record.pop("threads")  # stored before those fields still match
     if arm.kind == "gguf":
