@@ -670,6 +670,26 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
 
 # --- extraction one event at a time (memworker.turns) ---------------------------------------------
 
+#: the text of a proposing turn's answer up to and including its first claim's opening bracket:
+#: the fork where the student either closes the list or opens a claim
+FORK_TEXT = '{"claims":[['
+
+
+def fork_score(tokens: list[Any] | None) -> tuple[float | None, int]:
+    """(The fork score, the tokens it spans) of an extract answer's recorded tokens
+    ([piece, log-probability], `Generation.token_logprobs`): the summed log-probabilities of the
+    tokens up to and including the one that completes `FORK_TEXT`, i.e. the model's own belief
+    (before the grammar) that the answer opens a claim rather than closing the list. (None, n)
+    when the answer's text does not begin with `FORK_TEXT` (a closed list, or no tokens)."""
+    text, score = "", 0.0
+    for n, (piece, logprob) in enumerate(tokens or [], start=1):
+        text += piece
+        score += float(logprob)
+        if len(text) >= len(FORK_TEXT):
+            return (round(score, 4) if text.startswith(FORK_TEXT) else None), n
+    return None, len(tokens or [])
+
+
 def _schema_upto(inputs: dict[str, Any], event: int, budget: int | None,
                  own: bool = False) -> dict[str, Any]:
     """The extract schema of a part that answers for `event`: its quotes cite events up to it

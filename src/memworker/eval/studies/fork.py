@@ -1,0 +1,284 @@
+"""`python eval/studies/fork.py`: propose only where the student would write a claim — the fork
+threshold, replayed on a proposing student's recorded turns (issue 48: a worker that writes
+less without a new student).
+
+A proposing worker (`codec.run_turns(propose=True)`) makes every turn write at least one claim:
+its grammar takes the "no claim" side away at the turn's first decision, the fork where the
+answer `{"claims":[` either closes (`]`) or opens a claim (`[`). On val's windows (~7 turns)
+that is ~6 claims a window, of which the chosen gate keeps about one, and the answer tokens are
+mostly those dropped claims. The **fork threshold** keeps proposing where the student's own
+probability of opening a claim is at least `exp(T)` and ends the turn with no claim elsewhere:
+the turn's answer is `{"claims":[]}` and its decoding stops at the fork token. The fork score is
+the sum of the recorded token log-probabilities (the log-softmax of the raw logits, before the
+grammar: the model's own belief) of the answer's tokens up to and including the one that writes
+the first claim's opening bracket (`{"claims":[[`), the same score the codec computes live
+(`memworker.inference.codec.FORK_TEXT`). T = -inf is today's proposing worker. The score is
+the log-probability of the opening the grammar let the greedy sampler take (its best-scoring
+claim-opening token, e.g. `[[` or `[[[`), so P(open a claim) is at least exp(score) and at most a
+few times it (the other tokenizations of the opening score lower).
+
+A bound rides along too: **the oracle turn skip**, where only the turns whose event is the latest
+source of a gold claim are asked (the others cost nothing, not even their question). No worker
+can know that; it bounds what any turn-level decision (a classifier of fact-bearing events, a
+probe) could save and keep.
+
+A second lever rides along: **a turn stopped at its first repeat**. A greedy student that writes
+a claim again within a turn (the same array) usually repeats it until the claim limit; the codec
+drops the repeats. Stopping the turn after the first repeat (the codec closing the list there)
+costs its tokens up to that claim's end and loses the turn's claims after it (none, when the
+loop runs to the limit).
+
+Input: an evaluation folder whose model arm ran `--extract-form turns --propose --logprobs` with
+no gate at run time. For each design the claims the gate keeps (default `verifier>=0.9`, release
+v4's; `--gate`), graded alone and, with `--union`, as the release's hybrid worker composes them
+with the rules' claims; and the answer tokens a window (the turns' recorded completion tokens,
+a cut turn counting its tokens up to the fork, a stopped turn its tokens up to the repeat's
+end plus the `]}` and end token that close it). A replay assumes each turn's answer is as
+recorded: in today's schedule (each turn reading the answers before it) a cut turn changes the
+prompts of the turns after it, so the live worker is the measurement that counts
+(`eval/run.py --fork-threshold`, `inference/bench.py --fork-threshold`).
+
+    python eval/studies/fork.py --folder val=receipts/eval/val-47/e22:e22 \\
+        --folder natural-dev=receipts/eval/natural-dev/e22:n1 --union
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from memworker.eval.runner import EvalError, grade_sample
+from memworker.eval.studies.confidence import Rows
+from memworker.eval.studies.rowtools import compose_row
+from memworker.eval.studies.verifier_auc import _only
+from memworker.inference.codec import fork_score
+from memworker.inference.gate import (
+    SCORES,
+    VERIFIER,
+    ClaimGate,
+    GateError,
+    check_tokens,
+    claim_spans,
+    kept,
+    turn_parts,
+)
+from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
+from memworker.turns import asked as asked_turns
+
+#: fork thresholds replayed when none is given (-inf: today's proposing worker)
+THRESHOLDS = (-math.inf, -3.0, -2.0, -1.5, -1.0, -0.7, -0.5, -0.3, -0.2, -0.1)
+CLOSE_TOKENS = 2  # a turn stopped at a repeat: the `]}` that closes it and the end token
+
+
+class Turn:
+    """One asked turn of a recorded window: its accepted answer, its fork score, the tokens it
+    cost as recorded (every attempt), up to the fork, and if stopped at its first repeat."""
+
+    def __init__(self, attempts: list[dict[str, Any]], raw: str, tokens: list[Any] | None,
+                 where: str):
+        self.recorded = sum(int(a.get("completion_tokens") or 0) for a in attempts)
+        first = attempts[0]
+        first_tokens = check_tokens(first["raw"], first.get("token_logprobs"), where)
+        if first_tokens is None:
+            raise EvalError(f"{where}: no token log-probabilities recorded; run the arm with "
+                            "`eval/run.py --logprobs`")
+        score, n = fork_score(first_tokens)
+        if score is None:
+            raise EvalError(f"{where}: the answer does not open a claim ({first['raw'][:40]!r}): "
+                            "was the arm run with `--propose`?")
+        self.fork, self.fork_tokens = score, n
+        self.raw = raw
+        claims = [raw[s["claim"][0]:s["claim"][1]] for s in claim_spans(raw)]
+        # the first claim that repeats one before it in the same answer, and what stopping there costs
+        self.repeat_at: int | None = None
+        self.stopped = self.recorded
+        seen: set[str] = set()
+        for k, text in enumerate(claims):
+            if text in seen:
+                self.repeat_at = k
+                end = claim_spans(raw)[k]["claim"][1]
+                pieces, written = 0, 0
+                for piece, _ in tokens or []:
+                    if written >= end:
+                        break
+                    written += len(piece)
+                    pieces += 1
+                self.stopped = pieces + CLOSE_TOKENS + (self.recorded - len(tokens or []) - 1
+                                                        if self.recorded > len(tokens or []) else 0)
+                break
+            seen.add(text)
+
+
+class Window:
+    """One extract row: its turns, and for each claim of the model's output the turn it came
+    from and its position in that turn's answer."""
+
+    def __init__(self, row: dict[str, Any], sample: dict[str, Any]):
+        where = sample["id"]
+        asked = asked_turns(row["input"]["events"], sample.get("extract_form") or "turns")
+        try:
+            parts = turn_parts(sample["turns"], asked, where)
+        except GateError as exc:
+            raise EvalError(str(exc)) from None
+        groups: list[list[dict[str, Any]]] = [[]]
+        for t in sample["turns"]:
+            groups[-1].append(t)
+            if t.get("error") is None:
+                groups.append([])
+        self.turns = [Turn(g, raw, tokens, f"{where} turn {i}")
+                      for i, (g, (raw, tokens, _)) in enumerate(zip(groups, parts, strict=False))]
+        # the oracle's turns: those whose event is the latest source of a gold claim
+        gold = {max(c["source_indices"]) for c in (row.get("gold") or {}).get("claims", [])
+                if c.get("source_indices")}
+        self.fact_turns = [a.event in gold for a in asked]
+        merged: list[tuple[int, int]] = []
+        for i, (raw, _, prefix) in enumerate(parts):
+            merged += [(i, k) for k, _ in kept(list(enumerate(claim_spans(raw))),
+                                               sample["diagnostics"], prefix)]
+        n_out = len(sample["output"]["claims"])
+        self.origin = kept(merged, sample["diagnostics"])[:n_out]
+        if len(self.origin) != n_out:
+            raise EvalError(f"{where}: {len(self.origin)} claims found in the turns, {n_out} "
+                            "in the output")
+
+    def tokens(self, threshold: float, stop_repeats: bool, oracle: bool = False) -> int:
+        return sum(0 if oracle and not fact
+                   else t.fork_tokens if t.fork < threshold
+                   else (t.stopped if stop_repeats else t.recorded)
+                   for t, fact in zip(self.turns, self.fact_turns, strict=True))
+
+    def alive(self, threshold: float, stop_repeats: bool, oracle: bool = False) -> list[bool]:
+        """Per output claim: whether the design still writes it."""
+        out = []
+        for turn, k in self.origin:
+            t = self.turns[turn]
+            out.append(t.fork >= threshold
+                       and not (oracle and not self.fact_turns[turn])
+                       and not (stop_repeats and t.repeat_at is not None and k > t.repeat_at))
+        return out
+
+
+def _keeps(gate: ClaimGate, fields: Any, prob: float) -> bool:
+    """Whether `gate` keeps a claim of these field statistics and verifier P(keep), as
+    `ClaimGate.apply` decides (each part's score rounded as it records it)."""
+    def part(g: ClaimGate) -> bool:
+        score = prob if g.score == VERIFIER else SCORES[g.score](fields)
+        return round(score, 4) >= g.threshold
+    return part(gate) or (gate.either is not None and part(gate.either))
+
+
+class SetReplay:
+    """One folder: its rows, the gate's verdict on each model claim, the windows."""
+
+    def __init__(self, name: str, folder: Path, model: str, gate: ClaimGate, verifier: Verifier,
+                 rules: str = "rules", union: bool = False):
+        self.name, self.folder, self.model, self.union = name, folder, model, union
+        self.rows = Rows(folder, model, rules)
+        self.windows, self.keep = [], []
+        for row, sample, _, stats in self.rows.items:
+            if stats is None or sample.get("turns") is None:
+                raise EvalError(f"{folder}: {sample['id']} has no turns with token "
+                                "log-probabilities (run with --extract-form turns --logprobs)")
+            self.windows.append(Window(row, sample))
+            self.keep.append([_keeps(gate, f, verifier.prob(c, row["input"]))
+                              for c, f in zip(sample["output"]["claims"], stats, strict=True)])
+
+    def design(self, threshold: float, stop_repeats: bool, oracle: bool = False
+               ) -> dict[str, Any]:
+        counts = [0, 0, 0, 0]
+        tokens, turns_cut, turns, written = [], 0, 0, 0
+        for (row, sample, rules, _), window, keep in zip(self.rows.items, self.windows,
+                                                         self.keep, strict=True):
+            alive = window.alive(threshold, stop_repeats, oracle)
+            written += sum(alive)
+            gated = _only(sample, [a and k for a, k in zip(alive, keep, strict=True)])
+            if self.union:
+                gated = compose_row(row, rules, gated, {"extract": "union"}, "union")
+            c = grade_sample(row, gated)["counts"]
+            counts = [a + c[k] for a, k in zip(counts, ("claims", "supported", "covered",
+                                                        "required"), strict=True)]
+            tokens.append(window.tokens(threshold, stop_repeats, oracle))
+            turns += len(window.turns)
+            turns_cut += sum(t.fork < threshold or (oracle and not fact)
+                             for t, fact in zip(window.turns, window.fact_turns, strict=True))
+        tokens.sort()
+        return {"threshold": threshold, "stop_repeats": stop_repeats, "oracle": oracle,
+                "turns": turns, "turns_cut": turns_cut, "claims_written": written,
+                "kept": counts[0], "supported": counts[1], "covered": counts[2],
+                "required": counts[3],
+                "tokens_median": statistics.median(tokens),
+                "tokens_p90": tokens[min(len(tokens) - 1, math.ceil(0.9 * len(tokens)) - 1)]}
+
+
+def study(sets: list[SetReplay], thresholds: tuple[float, ...] = THRESHOLDS) -> dict[str, Any]:
+    return {"sets": {s.name: {"folder": str(s.folder), "model": s.model, "union": s.union,
+                              "rows": len(s.windows),
+                              "designs": [s.design(t, r) for r in (False, True)
+                                          for t in thresholds]
+                              + [s.design(-math.inf, False, oracle=True)]} for s in sets}}
+
+
+def report(figures: dict[str, Any], gate: str) -> list[str]:
+    lines = []
+    for name, f in figures["sets"].items():
+        what = "the hybrid worker (rules' claims + the gated model's)" if f["union"] \
+            else "the gated model alone"
+        lines += [f"{name}: {f['folder']} arm {f['model']}, {f['rows']} windows; gate `{gate}`; "
+                  f"graded: {what}", "",
+                  "| fork threshold | turn stopped at its first repeat | turns cut | claims written "
+                  "| kept, supported, covered of required | answer tokens a window, median (p90) |",
+                  "|---|---|---|---|---|---|"]
+        for d in f["designs"]:
+            t = "none (today)" if d["threshold"] == -math.inf else f"{d['threshold']:g}"
+            if d["oracle"]:
+                t = "oracle: only the turns whose event holds a gold fact are asked (a bound)"
+            lines.append(f"| {t} | {'yes' if d['stop_repeats'] else 'no'} | "
+                         f"{d['turns_cut']}/{d['turns']} | {d['claims_written']} | "
+                         f"{d['kept']}, {d['supported']}, {d['covered']} of {d['required']} | "
+                         f"{d['tokens_median']:g} ({d['tokens_p90']}) |")
+        lines.append("")
+    return lines
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(-math.inf if x.strip() in ("-inf", "none") else float(x)
+                 for x in text.split(","))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="eval/studies/fork.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--folder", action="append", required=True, metavar="SET=FOLDER:ARM",
+                   help="an evaluation folder and its proposing model arm (repeat)")
+    p.add_argument("--gate", default="verifier>=0.9",
+                   help="the claim gate (`memworker.inference.gate` spec; default release v4's)")
+    p.add_argument("--thresholds", type=_floats, default=THRESHOLDS, metavar="A,B,…",
+                   help="fork thresholds, log-probabilities (-inf: propose everywhere)")
+    p.add_argument("--union", action="store_true",
+                   help="grade the hybrid worker: the rules' claims plus the gated model's new ones")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS,
+                   help="the verifier's weights (default: the committed verifier.json)")
+    p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
+    args = p.parse_args(argv)
+    try:
+        gate = ClaimGate.parse(args.gate)
+        verifier = Verifier.load(args.weights)
+        sets = []
+        for spec in args.folder:
+            name, eq, rest = spec.partition("=")
+            folder, colon, arm = rest.rpartition(":")
+            if not (eq and colon and name and folder and arm):
+                raise EvalError(f"--folder {spec!r}: expected SET=FOLDER:ARM")
+            sets.append(SetReplay(name, Path(folder), arm, gate, verifier, union=args.union))
+        figures = study(sets, args.thresholds)
+    except (EvalError, GateError, VerifierError, OSError, KeyError, ValueError) as exc:
+        print(f"eval/studies/fork.py: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(report(figures, args.gate)))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, default=str) + "\n", encoding="utf-8")
+    return 0
