@@ -164,7 +164,13 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
                     "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto",
                     "claim_layout": "v3", "with_rules": "none",
-                    "reflect_rules": "none", "consolidate_rules": "none"}
+                    "reflect_rules": "none", "consolidate_rules": "none", "turn_gate": None}
+    receipt["worker"] = {**TURNS, "turn_gate": 0.4}
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["turn_gate"] == 0.4
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, turn_gate=0.5)
     receipt["worker"] = {**TURNS, "claim_layout": "v6"}
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)

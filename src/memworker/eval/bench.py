@@ -277,7 +277,8 @@ def _window(worker, row: dict, timer: DecodeTimer | None) -> dict[str, Any]:
     generations = result.turns if result.turns is not None else result.attempts
     return {"wall": wall, "tokens": sum(g.completion_tokens or 0 for g in generations),
             "prompt": (sum(n for n, _ in timer.batches) - before) if timer is not None else None,
-            "calls": len(generations), "kept": len(result.output["claims"]),
+            "calls": sum(g.finish_reason != "skipped" for g in generations),
+            "kept": len(result.output["claims"]),
             "gated": len((result.gate or {}).get("dropped", [])),
             "answers": [g.raw for g in generations]}
 
@@ -343,6 +344,8 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
         history += f", claims in layout {worker.claim_layout}"
     if worker.with_rules != "none":
         history += ", the rules' claims kept beside the model's"
+    if worker.turn_gate is not None:
+        history += f", turns asked where the turn gate gives P(fact) >= {worker.turn_gate:g}"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -364,7 +367,8 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
                                         event_stamps=args.event_stamps,
                                         turn_quotes=args.turn_quotes,
                                         claim_layout=args.claim_layout,
-                                        with_rules="union" if args.with_rules else "none")
+                                        with_rules="union" if args.with_rules else "none",
+                                        turn_gate=args.turn_gate)
     workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
     print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
     if args.baseline:
@@ -595,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--with-rules", action="store_true",
                    help="--worker: the hybrid worker, the rules' extract claims kept beside the "
                         "model's (a release's worker with with_rules)")
+    p.add_argument("--turn-gate", type=float, default=None, metavar="T",
+                   help="--worker, extract form turns: a turn whose event the committed turn gate "
+                        "gives P(fact) below T is not asked (memworker.inference.turn_gate)")
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")

@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "rules arm answers as always")
     runner.add_turn_options(p)
     runner.add_propose_option(p)
+    runner.add_turn_gate_option(p)
     runner.add_rules_options(p)
     p.add_argument("--no-grammar", action="store_true",
                    help="decode without the GBNF grammar (the codec still validates)")
@@ -144,6 +145,15 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
             raise ConfigMismatch(f"{where} another claim gate for arm {name!r} ({old_gate}, now "
                                  f"{new_gate})", "name the arm differently, or remove its samples "
                                  "to run it again")
+        old_turns = (before.get("turn_gates", {}).get(name), before.get("turn_gate_sha256"))
+        new_turns = (config.get("turn_gates", {}).get(name), config.get("turn_gate_sha256"))
+        if old_turns[0] != new_turns[0] or (old_turns[0] is not None
+                                            and old_turns[1] != new_turns[1]):
+            raise ConfigMismatch(f"{where} another turn gate for arm {name!r} (P >= "
+                                 f"{old_turns[0]}, weights {old_turns[1]}; now P >= "
+                                 f"{new_turns[0]}, weights {new_turns[1]})",
+                                 "name the arm differently, or remove its samples to run it "
+                                 "again")
         for key, (was, now) in ARM_LISTS.items():
             had = name in before.get(key, [])
             if had != (name in config.get(key, [])):
@@ -164,6 +174,11 @@ def continue_config(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     gates = {**before.get("claim_gates", {}), **config.get("claim_gates", {})}
     if gates:
         joined["claim_gates"] = gates
+    turn_gates = {**before.get("turn_gates", {}), **config.get("turn_gates", {})}
+    if turn_gates:
+        joined["turn_gates"] = turn_gates
+        joined["turn_gate_sha256"] = config.get("turn_gate_sha256") or \
+            before.get("turn_gate_sha256")
     for key in ARM_LISTS:   # an arm run again takes this run's membership
         names = sorted({n for n in before.get(key, []) if n not in config["arms"]}
                        | set(config.get(key, [])))
@@ -214,11 +229,13 @@ def _plan(args: argparse.Namespace) -> Plan:
     if args.limit is not None:
         rows = rows[: args.limit]
     arms = runner.assign_gates(arms, args.claim_gate, args.extract_form)
+    arms = runner.assign_turn_gates(arms, args.turn_gate, args.extract_form)
     arms = runner.assign_proposals(arms, args.propose, args.extract_form)
     arms = runner.assign_with_rules(arms, args.with_rules, args.extract_form)
     arms = runner.assign_reflect_rules(arms, args.reflect_rules)
     arms = runner.assign_consolidate_rules(arms, args.consolidate_rules)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
+    turn_gates = runner.turn_gates_config(arms)
     proposing = sorted(a.name for a in arms if a.propose)
     runner.check_turn_options(args)
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
@@ -234,6 +251,7 @@ def _plan(args: argparse.Namespace) -> Plan:
               "gguf": _gguf_hashes(arms), "prompt_sha256": template_hashes(),
               "environment": environment(), **({"logprobs": True} if args.logprobs else {}),
               **({"claim_gates": gates} if gates else {}),
+              **turn_gates,
               **({"proposing": proposing} if proposing else {}),
               **runner.rules_lists(arms)}
     return Plan(arms, rows, Path(args.out), sampler, config)

@@ -27,6 +27,7 @@ from memworker.corpus.sets import DEFAULT_NATURAL, HAND_WRITTEN, SETS, load_eval
 from memworker.eval.grade import grade
 from memworker.hashing import canonical_json, sha256_bytes
 from memworker.inference import backends, codec, hybrid
+from memworker.inference import turn_gate as tgate
 from memworker.inference.backends import BackendError
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.rules import RulesBackend
@@ -70,6 +71,10 @@ class Arm:
     #: the worker's consolidation by the rules (`memworker.inference.hybrid.rules_result`): the
     #: arm's consolidation requests answered by the rules, the model not called
     consolidate_rules: bool = False
+    #: the turns form: a turn whose event the turn gate (`memworker.inference.turn_gate`) gives
+    #: P(fact) below this is not asked (`codec.run_turns(ask=)`); a worker policy, so it belongs
+    #: to the arm; None: every turn
+    turn_gate: float | None = None
 
     @property
     def spec(self) -> str:
@@ -173,6 +178,54 @@ def assign_gates(arms: list[Arm], specs: list[str] | None,
         raise EvalError("--claim-gate reads extract answers of the window, turns and sentences "
                         "forms only")
     return [replace(a, claim_gate=gates.get(a.name)) for a in arms]
+
+
+def add_turn_gate_option(parser: Any) -> None:
+    """The `--turn-gate [ARM=]T` option of eval/run.py and eval/live.py (values for
+    `assign_turn_gates`)."""
+    parser.add_argument("--turn-gate", action="append", default=None, metavar="[ARM=]T",
+                        help="--extract-form turns: the arm ARM (without ARM=: every model arm) "
+                             "does not ask a turn whose event the committed turn gate gives "
+                             "P(fact) below T (memworker.inference.turn_gate; the turn's answer "
+                             "is no claim); repeatable")
+
+
+def assign_turn_gates(arms: list[Arm], specs: list[str] | None,
+                      extract_form: str = "window") -> list[Arm]:
+    """`arms` with `turn_gate` set from `--turn-gate` values (`ARM=T`, or a bare `T` for every
+    model arm); EvalError for an unknown or rules arm, a threshold that is not a probability,
+    two for one arm, or a form other than turns."""
+    chosen: dict[str, float] = {}
+    for text in specs or []:
+        m = re.match(r"^([A-Za-z0-9_.-]+)=(.*)$", text)
+        name, value = (m.group(1), m.group(2)) if m else (None, text)
+        try:
+            threshold = tgate.check_threshold(float(value))
+        except (ValueError, tgate.TurnGateError) as exc:
+            raise EvalError(f"--turn-gate {text!r}: {exc}") from None
+        targets = [a for a in arms if a.kind != "rules"] if name is None else \
+            [a for a in arms if a.name == name]
+        if name is not None and not targets:
+            raise EvalError(f"--turn-gate {text!r}: no arm named {name!r}")
+        if any(a.kind == "rules" for a in targets):
+            raise EvalError(f"--turn-gate {text!r}: the rules arm answers in the window form")
+        for arm in targets:
+            if arm.name in chosen:
+                raise EvalError(f"--turn-gate: two turn gates for arm {arm.name!r}")
+            chosen[arm.name] = threshold
+    if chosen and extract_form != "turns":
+        raise EvalError("--turn-gate applies to --extract-form turns only")
+    return [replace(a, turn_gate=chosen.get(a.name)) for a in arms]
+
+
+def turn_gates_config(arms: list[Arm]) -> dict[str, Any]:
+    """A config's record of the arms' turn gates: {"turn_gates": {arm: T}, "turn_gate_sha256":
+    the committed weights' sha256}, or {} when no arm has one."""
+    chosen = {a.name: a.turn_gate for a in arms if a.turn_gate is not None}
+    if not chosen:
+        return {}
+    return {"turn_gates": chosen,
+            "turn_gate_sha256": sha256_bytes(tgate.DEFAULT_WEIGHTS.read_bytes())}
 
 
 #: `--propose` given without an arm name: every model arm proposes
@@ -356,7 +409,7 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
             grader: Grader | None = None, form: str = "window",
             claim_gate: str | None = None, propose: bool = False,
             with_rules: bool = False, reflect_rules: bool = False,
-            consolidate_rules: bool = False) -> dict[str, Any]:
+            consolidate_rules: bool = False, turn_gate: float | None = None) -> dict[str, Any]:
     """One row through the codec with `backend`; the sample (without the arm name), graded by
     `grader(row, sample)` (default: `grade_sample`, the corpus rows' truth). Backend errors
     propagate (they are not the model's answer). `form`: an extract row's form
@@ -397,7 +450,9 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                        **({"layout": sampler.claim_layout} if turns and
                                           sampler.claim_layout != "v3" else {}),
                                        **({"propose": True} if turns and propose
-                                          else {}))
+                                          else {}),
+                                       **({"ask": tgate.asks(inputs, turn_gate)}
+                                          if turns and turn_gate is not None else {}))
             generations = result.turns
         else:
             result = codec.run_request(bound, request, temperature=sampler.temperature,
@@ -504,7 +559,8 @@ def run_arm(arm: Arm, rows: list[dict[str, Any]], out_dir: Path, sampler: Sample
                                      else sampler.extract_form, claim_gate=arm.claim_gate,
                                      propose=arm.propose, with_rules=arm.with_rules,
                                      reflect_rules=arm.reflect_rules,
-                                     consolidate_rules=arm.consolidate_rules)
+                                     consolidate_rules=arm.consolidate_rules,
+                                     turn_gate=arm.turn_gate)
                 except BackendError as exc:
                     failures.append(f"{row['id']}: {exc}")
                     if len(failures) >= MAX_BACKEND_FAILURES:

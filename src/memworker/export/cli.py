@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "and the codec quotes the turn's sentence (a student trained with "
                              "train/run.py --claim-layout v6); recorded as the release's worker; "
                              "evaluate the student so (eval/run.py --claim-layout v6)")
+    parser.add_argument("--turn-gate", type=float, default=None, metavar="T",
+                        help="with --extract-form turns: a turn whose event the committed turn "
+                             "gate gives P(fact) below T is not asked "
+                             "(memworker.inference.turn_gate); recorded as the release's worker; "
+                             "evaluate the student so (eval/run.py --turn-gate student=T)")
     parser.add_argument("--with-rules", action="store_true",
                         help="the hybrid worker: the rules' extract claims kept beside the "
                              "student's (after its gate; memworker.inference.hybrid); recorded "
@@ -146,7 +151,7 @@ def run(args: argparse.Namespace) -> list[str]:
                                  extract_form=args.extract_form, claim_gate=args.claim_gate,
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
-                                 claim_layout=args.claim_layout,
+                                 claim_layout=args.claim_layout, turn_gate=args.turn_gate,
                                  **hybrid.settings_of(args), **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

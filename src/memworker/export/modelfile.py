@@ -54,6 +54,7 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and reflect_rules=" if worker.get("reflect_rules", "none") != "none" else "")
             + (" and consolidate_rules=" if worker.get("consolidate_rules", "none") != "none"
                else "")
+            + (" and turn_gate=" if worker.get("turn_gate") is not None else "")
             + "; Ollama alone applies neither)")
 
 
@@ -76,7 +77,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} reflection falling back to the rules' where the student abstains"
                if worker.get("reflect_rules", "none") != "none" else "")
             + (f"{sep} consolidation by the rules"
-               if worker.get("consolidate_rules", "none") != "none" else ""))
+               if worker.get("consolidate_rules", "none") != "none" else "")
+            + (f"{sep} turns asked where the turn gate gives P(fact) >= {worker['turn_gate']:g}"
+               if worker.get("turn_gate") is not None else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

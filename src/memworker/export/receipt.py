@@ -117,7 +117,9 @@ def _ran(config: dict[str, Any]) -> dict[str, Any]:
             **({"claim_layout": sampler["claim_layout"]}
                if sampler.get("claim_layout", "v3") != "v3" else {}),
             **{key: policy for key, policy in hybrid.SETTINGS.items()
-               if "student" in config.get(key, [])}}
+               if "student" in config.get(key, [])},
+            **({"turn_gate": config["turn_gates"]["student"]}
+               if "student" in (config.get("turn_gates") or {}) else {})}
 
 
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:

@@ -670,6 +670,9 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
 
 # --- extraction one event at a time (memworker.turns) ---------------------------------------------
 
+#: the answer of a turn the worker does not ask (`run_turns(ask=)`): no claim
+TURN_SKIPPED = '{"claims":[]}'
+
 #: the text of a proposing turn's answer up to and including its first claim's opening bracket:
 #: the fork where the student either closes the list or opens a claim
 FORK_TEXT = '{"claims":[['
@@ -725,7 +728,8 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
               use_grammar: bool = True, max_tokens: int | None = None,
               retries: int = 1, own_quotes: bool = False, form: str = "turns",
               propose: bool = False, history: str = "answers",
-              stamps: str = "full", layout: str = "v3") -> CodecResult:
+              stamps: str = "full", layout: str = "v3",
+              ask: list[bool] | None = None) -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -747,19 +751,30 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     the events' timestamps (`prepare`). `layout` "v6": the model writes its claims in claim
     layout v6 (no quotes, `memworker.wire.V6_FIELDS`) and the codec quotes each from the
     sentence of the turn's event it points at (`_from_v6`), so every turn quotes its own event
-    (as `own_quotes`)."""
+    (as `own_quotes`). `ask` (one flag per asked turn, `memworker.inference.turn_gate`): a turn
+    whose flag is false is not generated; its answer is `TURN_SKIPPED` (`{"claims":[]}`), held
+    in the conversation as the model's answer would be, and its attempt says
+    `finish_reason="skipped"` with no tokens and no seconds."""
     wire.check_layout(layout)
     if history not in turns_form.HISTORIES:
         raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
     check_stamps(stamps)
     check_inputs("extract", inputs)
     asked = turns_form.asked(inputs["events"], form)
+    if ask is not None and len(ask) != len(asked):
+        raise ValueError(f"ask: {len(ask)} flags for {len(asked)} turns")
     generations: list[Attempt] = []
     answers: list[str] = []
     claims: list[Any] = []
     diagnostics: list[str] = []
     dropped: list[Finding] = []
     for k, turn in enumerate(asked):
+        if ask is not None and not ask[k]:
+            generations.append(Attempt(raw=TURN_SKIPPED, finish_reason="skipped",
+                                       prompt_tokens=0, completion_tokens=0, seconds=0.0))
+            answers.append(TURN_SKIPPED)
+            diagnostics.append(f"{turn.label}: not asked (turn gate)")
+            continue
         messages = relayout(restamp(turns_form.messages(inputs, answers, form)
                                     if history == "answers"
                                     else turns_form.once_messages(inputs, k, form), inputs,

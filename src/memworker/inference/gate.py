@@ -184,6 +184,8 @@ def parts_fields(parts: list[tuple[str, Tokens | None, str]], diagnostics: Seque
     for raw, tokens, prefix in parts:
         tokens = check_tokens(raw, tokens, where)
         if tokens is None:
+            if not claim_spans(raw):   # a turn not asked (`codec.TURN_SKIPPED`): nothing to score
+                continue
             return None
         merged += [(spans, tokens) for spans in kept(claim_spans(raw), diagnostics, prefix)]
     if len(parts) > 1 or (parts and parts[0][2]):

@@ -61,6 +61,7 @@ from memworker.inference import codec, hybrid
 from memworker.inference.backends import LlamaCppBackend, OllamaBackend, OpenAICompatBackend
 from memworker.inference.gate import ClaimGate, needs_logprobs
 from memworker.inference.schema import InputError
+from memworker.inference.turn_gate import TurnGateError, asks, check_threshold
 from memworker.prompts import EVENT_STAMPS
 from memworker.turns import FORMS, HISTORIES, TURN_FORMS, TURN_QUOTES
 from memworker.wire import LAYOUTS
@@ -80,8 +81,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   propose: bool = False, turn_history: str = "answers",
                   event_stamps: str = "full", turn_quotes: str = "upto",
                   claim_layout: str = "v3", with_rules: str = "none",
-                  reflect_rules: str = "none", consolidate_rules: str = "none"
-                  ) -> dict[str, Any]:
+                  reflect_rules: str = "none", consolidate_rules: str = "none",
+                  turn_gate: float | None = None) -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
@@ -96,7 +97,9 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     `reflect_rules` "fallback" (a reflection the model abstains from answered by the rules where
     they answer from a memory holding every content word of the question,
     `hybrid.reflect_fallback`), and `consolidate_rules` "rules" (consolidation requests answered
-    by the rules, the model not called, `hybrid.rules_result`)."""
+    by the rules, the model not called, `hybrid.rules_result`), and `turn_gate` T (the turns
+    form: a turn whose event the turn gate gives P(fact) below T is not asked,
+    `memworker.inference.turn_gate`)."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -138,6 +141,14 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     if consolidate_rules not in hybrid.CONSOLIDATE_POLICIES:
         raise WorkerError(f"consolidate rules {consolidate_rules!r}: one of "
                           f"{', '.join(hybrid.CONSOLIDATE_POLICIES)}")
+    if turn_gate is not None:
+        try:
+            turn_gate = check_threshold(turn_gate)
+        except TurnGateError as exc:
+            raise WorkerError(str(exc)) from None
+        if extract_form != "turns":
+            raise WorkerError("a turn gate needs extract form turns (it decides which events "
+                              "are asked)")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
@@ -146,7 +157,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
             **({"claim_layout": claim_layout} if claim_layout != "v3" else {}),
             **({"with_rules": with_rules} if with_rules != "none" else {}),
             **({"reflect_rules": reflect_rules} if reflect_rules != "none" else {}),
-            **({"consolidate_rules": consolidate_rules} if consolidate_rules != "none" else {})}
+            **({"consolidate_rules": consolidate_rules} if consolidate_rules != "none" else {}),
+            **({"turn_gate": turn_gate} if turn_gate is not None else {})}
 
 
 def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,7 +169,7 @@ def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
                          worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
                          worker.get("claim_layout", "v3"), worker.get("with_rules", "none"),
                          worker.get("reflect_rules", "none"),
-                         worker.get("consolidate_rules", "none"))
+                         worker.get("consolidate_rules", "none"), worker.get("turn_gate"))
 
 
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
@@ -178,6 +190,9 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
         if key in w:
             flag = "--" + key.replace("_", "-")
             flags += [flag] if arm is None else [flag, arm]
+    if "turn_gate" in w:
+        flags += ["--turn-gate", f"{w['turn_gate']:g}" if arm is None
+                  else f"{arm}={w['turn_gate']:g}"]
     return flags
 
 
@@ -216,10 +231,10 @@ class MemWorkerBackend:
                  turn_history: str = "answers", event_stamps: str = "full",
                  turn_quotes: str = "upto", claim_layout: str = "v3",
                  with_rules: str = "none", reflect_rules: str = "none",
-                 consolidate_rules: str = "none"):
+                 consolidate_rules: str = "none", turn_gate: float | None = None):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
                       else claim_gate, propose, turn_history, event_stamps, turn_quotes,
-                      claim_layout, with_rules, reflect_rules, consolidate_rules)
+                      claim_layout, with_rules, reflect_rules, consolidate_rules, turn_gate)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -253,6 +268,9 @@ class MemWorkerBackend:
         #: "rules": consolidation requests answered by the rules, the model not called
         #: (`hybrid.rules_result`); "none", the model's
         self.consolidate_rules = consolidate_rules
+        #: the turns form: a turn whose event the turn gate gives P(fact) below this is not
+        #: asked (`memworker.inference.turn_gate`, `codec.run_turns(ask=)`); None: every turn
+        self.turn_gate = turn_gate
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -286,7 +304,7 @@ class MemWorkerBackend:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
                         "event_stamps", "turn_quotes", "claim_layout", "with_rules",
-                        "reflect_rules", "consolidate_rules"}
+                        "reflect_rules", "consolidate_rules", "turn_gate"}
                        & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
@@ -300,7 +318,8 @@ class MemWorkerBackend:
                              claim_layout=worker.get("claim_layout", "v3"),
                              with_rules=worker.get("with_rules", "none"),
                              reflect_rules=worker.get("reflect_rules", "none"),
-                             consolidate_rules=worker.get("consolidate_rules", "none"), **kwargs)
+                             consolidate_rules=worker.get("consolidate_rules", "none"),
+                             turn_gate=worker.get("turn_gate"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -332,7 +351,9 @@ class MemWorkerBackend:
                                        **({"own_quotes": True}
                                           if self.turn_quotes == "own" else {}),
                                        **({"layout": self.claim_layout}
-                                          if self.claim_layout != "v3" else {}))
+                                          if self.claim_layout != "v3" else {}),
+                                       **({"ask": asks(inputs, self.turn_gate)}
+                                          if self.turn_gate is not None else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

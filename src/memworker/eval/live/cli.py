@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "eval/run.py --claim-gate); repeatable")
     eval_runner.add_turn_options(p)
     eval_runner.add_propose_option(p)
+    eval_runner.add_turn_gate_option(p)
     eval_runner.add_rules_options(p)
     p.add_argument("--into-receipt", default=None, metavar="RECEIPT.json",
                    help="record the summary as the live acceptance of this release receipt "
@@ -107,6 +108,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     eval_runner.check_turn_options(args)
     arms = eval_runner.assign_gates([eval_runner.parse_arm(a) for a in args.arm],
                                     args.claim_gate, args.extract_form)
+    arms = eval_runner.assign_turn_gates(arms, args.turn_gate, args.extract_form)
     arms = eval_runner.assign_proposals(arms, args.propose, args.extract_form)
     arms = eval_runner.assign_with_rules(arms, args.with_rules, args.extract_form)
     arms = eval_runner.assign_reflect_rules(arms, args.reflect_rules)
@@ -135,6 +137,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     proposing = sorted(a.name for a in arms if a.propose)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
               **({"claim_gates": gates} if gates else {}),
+              **eval_runner.turn_gates_config(arms),
               **({"proposing": proposing} if proposing else {}),
               **eval_runner.rules_lists(arms),
               "scenario_file": str(args.scenarios), "environment": environment()}
@@ -186,6 +189,7 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   turn_history=sampler.turn_history if model else "answers",
                                   event_stamps=sampler.event_stamps if model else "full",
                                   turn_quotes=sampler.turn_quotes if model else "upto",
+                                  turn_gate=arm.turn_gate if model else None,
                                   **hybrid.settings_of(arm))
         clock = [time.perf_counter()]
 

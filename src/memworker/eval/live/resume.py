@@ -25,7 +25,7 @@ from typing import Any
 
 from memworker.eval.runner import Arm, EvalError, Sampler, sampler_doc
 from memworker.hashing import sha256_file, sha256_json
-from memworker.inference import hybrid, rules
+from memworker.inference import hybrid, rules, turn_gate
 from memworker.inference.backends import default_threads
 from memworker.prompts import template_hashes
 
@@ -63,6 +63,9 @@ def arm_identity(arm: Arm, sampler: Sampler) -> dict[str, Any]:
         model["claim_gate"] = arm.claim_gate
     if arm.propose:  # (absent when not proposing: results stored before proposing match)
         model["propose"] = True
+    if arm.turn_gate is not None:  # (absent without one: results stored before it match)
+        model["turn_gate"] = arm.turn_gate
+        model["turn_gate_sha256"] = sha256_file(turn_gate.DEFAULT_WEIGHTS)
     # the rules settings the arm has (absent when off: results stored before them match)
     model.update({k: v for k, v in hybrid.settings_of(arm).items() if v != "none"})
     sampler_record = sampler_doc(sampler)  # later fields at their defaults left out, so results

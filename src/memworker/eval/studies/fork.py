@@ -67,6 +67,7 @@ from memworker.inference.gate import (
     kept,
     turn_parts,
 )
+from memworker.inference.turn_gate import TurnGate, TurnGateError
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
 from memworker.turns import asked as asked_turns
 
@@ -136,6 +137,9 @@ class Window:
         gold = {max(c["source_indices"]) for c in (row.get("gold") or {}).get("claims", [])
                 if c.get("source_indices")}
         self.fact_turns = [a.event in gold for a in asked]
+        text = {e["index"]: e.get("text") for e in row["input"]["events"]}
+        self.texts = [text[a.event] for a in asked]
+        self.asked_by: list[float] = []   # the turn gate's P(fact) of each turn, when given
         merged: list[tuple[int, int]] = []
         for i, (raw, _, prefix) in enumerate(parts):
             merged += [(i, k) for k, _ in kept(list(enumerate(claim_spans(raw))),
@@ -146,19 +150,28 @@ class Window:
             raise EvalError(f"{where}: {len(self.origin)} claims found in the turns, {n_out} "
                             "in the output")
 
-    def tokens(self, threshold: float, stop_repeats: bool, oracle: bool = False) -> int:
-        return sum(0 if oracle and not fact
+    def skipped(self, oracle: bool = False, turn_gate: float | None = None) -> list[bool]:
+        """Per turn: whether the design does not ask it (the oracle: no gold fact; the turn
+        gate: its P(fact) below `turn_gate`)."""
+        return [(oracle and not fact) or (turn_gate is not None and p < turn_gate)
+                for fact, p in zip(self.fact_turns, self.asked_by or [1.0] * len(self.turns),
+                                   strict=True)]
+
+    def tokens(self, threshold: float, stop_repeats: bool, oracle: bool = False,
+               turn_gate: float | None = None) -> int:
+        return sum(0 if skip
                    else t.fork_tokens if t.fork < threshold
                    else (t.stopped if stop_repeats else t.recorded)
-                   for t, fact in zip(self.turns, self.fact_turns, strict=True))
+                   for t, skip in zip(self.turns, self.skipped(oracle, turn_gate), strict=True))
 
-    def alive(self, threshold: float, stop_repeats: bool, oracle: bool = False) -> list[bool]:
+    def alive(self, threshold: float, stop_repeats: bool, oracle: bool = False,
+              turn_gate: float | None = None) -> list[bool]:
         """Per output claim: whether the design still writes it."""
+        skipped = self.skipped(oracle, turn_gate)
         out = []
         for turn, k in self.origin:
             t = self.turns[turn]
-            out.append(t.fork >= threshold
-                       and not (oracle and not self.fact_turns[turn])
+            out.append(t.fork >= threshold and not skipped[turn]
                        and not (stop_repeats and t.repeat_at is not None and k > t.repeat_at))
         return out
 
@@ -176,7 +189,7 @@ class SetReplay:
     """One folder: its rows, the gate's verdict on each model claim, the windows."""
 
     def __init__(self, name: str, folder: Path, model: str, gate: ClaimGate, verifier: Verifier,
-                 rules: str = "rules", union: bool = False):
+                 rules: str = "rules", union: bool = False, turn_gate: TurnGate | None = None):
         self.name, self.folder, self.model, self.union = name, folder, model, union
         self.rows = Rows(folder, model, rules)
         self.windows, self.keep = [], []
@@ -185,16 +198,18 @@ class SetReplay:
                 raise EvalError(f"{folder}: {sample['id']} has no turns with token "
                                 "log-probabilities (run with --extract-form turns --logprobs)")
             self.windows.append(Window(row, sample))
+            if turn_gate is not None:
+                self.windows[-1].asked_by = [turn_gate.prob(t) for t in self.windows[-1].texts]
             self.keep.append([_keeps(gate, f, verifier.prob(c, row["input"]))
                               for c, f in zip(sample["output"]["claims"], stats, strict=True)])
 
-    def design(self, threshold: float, stop_repeats: bool, oracle: bool = False
-               ) -> dict[str, Any]:
+    def design(self, threshold: float, stop_repeats: bool, oracle: bool = False,
+               turn_gate: float | None = None) -> dict[str, Any]:
         counts = [0, 0, 0, 0]
         tokens, turns_cut, turns, written = [], 0, 0, 0
         for (row, sample, rules, _), window, keep in zip(self.rows.items, self.windows,
                                                          self.keep, strict=True):
-            alive = window.alive(threshold, stop_repeats, oracle)
+            alive = window.alive(threshold, stop_repeats, oracle, turn_gate)
             written += sum(alive)
             gated = _only(sample, [a and k for a, k in zip(alive, keep, strict=True)])
             if self.union:
@@ -202,12 +217,13 @@ class SetReplay:
             c = grade_sample(row, gated)["counts"]
             counts = [a + c[k] for a, k in zip(counts, ("claims", "supported", "covered",
                                                         "required"), strict=True)]
-            tokens.append(window.tokens(threshold, stop_repeats, oracle))
+            tokens.append(window.tokens(threshold, stop_repeats, oracle, turn_gate))
             turns += len(window.turns)
-            turns_cut += sum(t.fork < threshold or (oracle and not fact)
-                             for t, fact in zip(window.turns, window.fact_turns, strict=True))
+            turns_cut += sum(t.fork < threshold or skip for t, skip in
+                             zip(window.turns, window.skipped(oracle, turn_gate), strict=True))
         tokens.sort()
         return {"threshold": threshold, "stop_repeats": stop_repeats, "oracle": oracle,
+                "turn_gate": turn_gate,
                 "turns": turns, "turns_cut": turns_cut, "claims_written": written,
                 "kept": counts[0], "supported": counts[1], "covered": counts[2],
                 "required": counts[3],
@@ -215,12 +231,15 @@ class SetReplay:
                 "tokens_p90": tokens[min(len(tokens) - 1, math.ceil(0.9 * len(tokens)) - 1)]}
 
 
-def study(sets: list[SetReplay], thresholds: tuple[float, ...] = THRESHOLDS) -> dict[str, Any]:
+def study(sets: list[SetReplay], thresholds: tuple[float, ...] = THRESHOLDS,
+          turn_gates: tuple[float, ...] = ()) -> dict[str, Any]:
     return {"sets": {s.name: {"folder": str(s.folder), "model": s.model, "union": s.union,
                               "rows": len(s.windows),
                               "designs": [s.design(t, r) for r in (False, True)
                                           for t in thresholds]
-                              + [s.design(-math.inf, False, oracle=True)]} for s in sets}}
+                              + [s.design(-math.inf, False, oracle=True)]
+                              + [s.design(-math.inf, False, turn_gate=g) for g in turn_gates]}
+                     for s in sets}}
 
 
 def report(figures: dict[str, Any], gate: str) -> list[str]:
@@ -237,6 +256,8 @@ def report(figures: dict[str, Any], gate: str) -> list[str]:
             t = "none (today)" if d["threshold"] == -math.inf else f"{d['threshold']:g}"
             if d["oracle"]:
                 t = "oracle: only the turns whose event holds a gold fact are asked (a bound)"
+            if d.get("turn_gate") is not None:
+                t = f"turn gate: only the turns with P(fact) >= {d['turn_gate']:g} are asked"
             lines.append(f"| {t} | {'yes' if d['stop_repeats'] else 'no'} | "
                          f"{d['turns_cut']}/{d['turns']} | {d['claims_written']} | "
                          f"{d['kept']}, {d['supported']}, {d['covered']} of {d['required']} | "
@@ -262,20 +283,28 @@ def main(argv: list[str] | None = None) -> int:
                    help="grade the hybrid worker: the rules' claims plus the gated model's new ones")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS,
                    help="the verifier's weights (default: the committed verifier.json)")
+    p.add_argument("--turn-gate", type=_floats, default=(), metavar="A,B,…",
+                   help="also replay the turn gate (`memworker.inference.turn_gate`) at these "
+                        "P(fact) thresholds: a turn below is not asked")
+    p.add_argument("--turn-gate-weights", type=Path, default=None,
+                   help="the turn gate's weights (default: the committed turn_gate.json)")
     p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = p.parse_args(argv)
     try:
         gate = ClaimGate.parse(args.gate)
         verifier = Verifier.load(args.weights)
+        turns = TurnGate.load(args.turn_gate_weights) if args.turn_gate else None
         sets = []
         for spec in args.folder:
             name, eq, rest = spec.partition("=")
             folder, colon, arm = rest.rpartition(":")
             if not (eq and colon and name and folder and arm):
                 raise EvalError(f"--folder {spec!r}: expected SET=FOLDER:ARM")
-            sets.append(SetReplay(name, Path(folder), arm, gate, verifier, union=args.union))
-        figures = study(sets, args.thresholds)
-    except (EvalError, GateError, VerifierError, OSError, KeyError, ValueError) as exc:
+            sets.append(SetReplay(name, Path(folder), arm, gate, verifier, union=args.union,
+                                  turn_gate=turns))
+        figures = study(sets, args.thresholds, args.turn_gate)
+    except (EvalError, GateError, VerifierError, TurnGateError, OSError, KeyError,
+            ValueError) as exc:
         print(f"eval/studies/fork.py: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(report(figures, args.gate)))
