@@ -103,3 +103,34 @@ def test_a_named_sampler_difference_is_the_setting_compared(tiny_corpus, tmp_pat
     assert main(["--arm", pair[0], "--arm", pair[1], "--differ", "turn_history",
                  "--resamples", "100"]) == 0
     assert "turn_history: today 'answers', once 'none')" in capsys.readouterr().out
+
+
+def test_a_gate_and_the_rules_applied_here_reproduce_the_release_workers_answers():
+    """`--gate` and `--with-rules` make a proposing arm's recorded claims into the hybrid
+    worker's answers: release v4's student proposing on natural-dev (recorded ungated, with
+    log-probabilities), gated by `verifier>=0.9` and composed with the rules, answers every
+    extract row exactly as the release's own evaluation of its worker recorded."""
+    from pathlib import Path
+
+    from memworker.eval.studies import pair as pair_study
+
+    root = Path(__file__).resolve().parents[1] / "receipts/eval/natural-dev"
+    rows, samples, _, config = pair_study.load_pair(
+        [f"v4={root / 'e22'}:n1", f"rel={root / 'release'}:student"], (),
+        pair_study.parse_gates(["v4=verifier>=0.9"]), ("v4",))
+    extract = {r["id"] for r in rows if r["task"] == "extract"}
+    by: dict = {}
+    for s in samples:
+        by.setdefault(s["id"], {})[s["arm"]] = s
+    assert len(extract) == 146
+    assert all(by[i]["v4"]["output"] == by[i]["rel"]["output"] for i in extract)
+    assert config["gated_here"] == {"v4": "verifier>=0.9"} and config["with_rules_here"] == ["v4"]
+    # a gate on an arm not compared, a bad spec, an arm already gated
+    with pytest.raises(pair_study.EvalError, match="not an arm compared"):
+        pair_study.load_pair([f"a={root / 'e22'}:n1", f"b={root / 'release'}:student"], (),
+                             pair_study.parse_gates(["c=verifier>=0.9"]))
+    with pytest.raises(pair_study.EvalError, match="expected NAME=SPEC"):
+        pair_study.parse_gates(["verifier>=0.9"])
+    with pytest.raises(pair_study.EvalError, match="already ran with a claim gate"):
+        pair_study.load_pair([f"a={root / 'e22'}:n1", f"b={root / 'release'}:student"], (),
+                             pair_study.parse_gates(["b=verifier>=0.9"]))

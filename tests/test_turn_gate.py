@@ -13,7 +13,6 @@ from memworker.eval import cli as eval_cli
 from memworker.eval import runner
 from memworker.inference import codec, turn_gate
 from memworker.inference.backends import ReplayBackend
-from memworker.inference.gate import ClaimGate
 from memworker.inference.hmem import MemWorkerBackend, WorkerError, worker_config, worker_flags
 from memworker.train import turn_gate as train_tg
 from tests.test_codec import EP, claim, extract_text

@@ -54,12 +54,10 @@ from typing import Any
 
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.eval.studies.confidence import Rows
-from memworker.eval.studies.rowtools import compose_row
+from memworker.eval.studies.rowtools import compose_row, gate_keeps
 from memworker.eval.studies.verifier_auc import _only
 from memworker.inference.codec import fork_score
 from memworker.inference.gate import (
-    SCORES,
-    VERIFIER,
     ClaimGate,
     GateError,
     check_tokens,
@@ -176,15 +174,6 @@ class Window:
         return out
 
 
-def _keeps(gate: ClaimGate, fields: Any, prob: float) -> bool:
-    """Whether `gate` keeps a claim of these field statistics and verifier P(keep), as
-    `ClaimGate.apply` decides (each part's score rounded as it records it)."""
-    def part(g: ClaimGate) -> bool:
-        score = prob if g.score == VERIFIER else SCORES[g.score](fields)
-        return round(score, 4) >= g.threshold
-    return part(gate) or (gate.either is not None and part(gate.either))
-
-
 class SetReplay:
     """One folder: its rows, the gate's verdict on each model claim, the windows."""
 
@@ -200,7 +189,7 @@ class SetReplay:
             self.windows.append(Window(row, sample))
             if turn_gate is not None:
                 self.windows[-1].asked_by = [turn_gate.prob(t) for t in self.windows[-1].texts]
-            self.keep.append([_keeps(gate, f, verifier.prob(c, row["input"]))
+            self.keep.append([gate_keeps(gate, f, verifier.prob(c, row["input"]))
                               for c, f in zip(sample["output"]["claims"], stats, strict=True)])
 
     def design(self, threshold: float, stop_repeats: bool, oracle: bool = False,

@@ -14,12 +14,19 @@ nothing unless `--to`.
 
     python eval/studies/pair.py --arm g3=receipts/eval/val-e20:g3 --arm e21=/tmp/e21/val:e21
     python eval/studies/pair.py --arm g3=/tmp/g3-gated:gated --arm e21=/tmp/e21-gated:gated --to DIR
+    python eval/studies/pair.py --arm v3=receipts/eval/val-47/v3:v3 --arm tg=FOLDER:tg \
+        --gate "v3=first(predicate)+first(value)>=-0.055"
+
+`--gate NAME=SPEC` applies a claim gate to an arm that ran proposing without one (its recorded
+claims, `gated_sample`): the worker with that gate, since a gate only filters the codec's answer;
+`--with-rules NAME` then composes it with its folder's rules arm as the hybrid worker does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,10 +37,15 @@ from memworker.eval.runner import (
     LATER_DEFAULTS,
     SAMPLES,
     EvalError,
+    grade_sample,
     load_eval_rows,
     read_samples,
 )
+from memworker.eval.studies.rowtools import compose_row, gate_keeps, kept_claim_stats
+from memworker.eval.studies.verifier_auc import _only
 from memworker.hashing import write_json
+from memworker.inference.gate import VERIFIER, ClaimGate
+from memworker.inference.verifier import Verifier, VerifierError
 
 #: sampler fields two folders must share for their arms to be compared
 SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes", "turn_history",
@@ -56,10 +68,56 @@ def _config(folder: Path) -> dict[str, Any]:
     return json.loads(path.read_text("utf-8"))
 
 
-def load_pair(specs: list[str], differ: tuple[str, ...] = ()
+def parse_gates(specs: list[str]) -> dict[str, ClaimGate]:
+    """`NAME=SPEC` values of `--gate` -> {arm name: its claim gate}."""
+    out: dict[str, ClaimGate] = {}
+    for text in specs:
+        m = re.match(r"^([A-Za-z0-9_.-]+)=(?!=)(.+)$", text)
+        name, spec = (m.group(1), m.group(2)) if m else ("", "")
+        if not m:
+            raise EvalError(f"--gate {text!r}: expected NAME=SPEC (e.g. v3=first(predicate)+"
+                            "first(value)>=-0.055)")
+        if name in out:
+            raise EvalError(f"--gate: two gates for arm {name!r}")
+        try:
+            out[name] = ClaimGate.parse(spec)
+        except ValueError as exc:
+            raise EvalError(f"--gate {text!r}: {exc}") from None
+    return out
+
+
+def gated_sample(row: dict[str, Any], sample: dict[str, Any], gate: ClaimGate,
+                 verifier: Verifier | None = None) -> dict[str, Any]:
+    """An extract sample of an ungated proposing arm with `gate` applied as the worker applies
+    it (its claims the gate drops left out, `ClaimGate.apply`'s rule) and graded again: what the
+    worker with that gate answers, since the gate only filters the codec's answer. Other
+    samples as they are; EvalError for a sample a gate already ran on, or one without the token
+    log-probabilities a log-probability gate reads."""
+    if row["task"] != "extract" or sample.get("output") is None:
+        return sample
+    if sample.get("gate"):
+        raise EvalError(f"{sample['id']}: its arm already ran with a claim gate")
+    claims = sample["output"]["claims"]
+    stats = kept_claim_stats(sample, row["input"]) if gate.needs_logprobs else [None] * len(claims)
+    if stats is None:
+        raise EvalError(f"{sample['id']}: no token log-probabilities for the gate "
+                        f"{gate.spec!r} (run the arm with eval/run.py --logprobs)")
+    wants = gate.score == VERIFIER or (gate.either is not None and gate.either.score == VERIFIER)
+    probs = [(verifier or Verifier.load()).prob(c, row["input"]) for c in claims] if wants \
+        else [0.0] * len(claims)
+    out = _only(sample, [gate_keeps(gate, f, p) for f, p in zip(stats, probs, strict=True)])
+    out["verdicts"] = grade_sample(row, out)
+    return out
+
+
+def load_pair(specs: list[str], differ: tuple[str, ...] = (),
+              gates: dict[str, ClaimGate] | None = None, with_rules: tuple[str, ...] = ()
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], dict[str, Any]]:
     """(rows, samples renamed to their arm names, arm names, config) of the arms in `specs`;
-    the `SAMPLER_FIELDS` named in `differ` may differ (the config's `differ` records them)."""
+    the `SAMPLER_FIELDS` named in `differ` may differ (the config's `differ` records them);
+    `gates` {arm name: claim gate}: that arm's recorded proposals gated (`gated_sample`);
+    `with_rules`: those arms' extract answers composed with their folder's rules arm as the
+    hybrid worker composes them (`rowtools.compose_row`, policy union), after the gate."""
     unknown = sorted(set(differ) - set(SAMPLER_FIELDS))
     if unknown:
         raise EvalError(f"--differ {', '.join(unknown)}: not a sampler field compared here "
@@ -106,6 +164,31 @@ def load_pair(specs: list[str], differ: tuple[str, ...] = ()
         raise EvalError("the two arms ran no row in common")
     rows = [r for r in rows if r["id"] in both]
     samples = [s for s in samples if s["id"] in both]
+    gates = gates or {}
+    unknown = sorted((set(gates) | set(with_rules)) - set(names))
+    if unknown:
+        raise EvalError(f"--gate/--with-rules {', '.join(unknown)}: not an arm compared here")
+    by_id = {r["id"]: r for r in rows}
+    if gates:
+        verifier = Verifier.load()
+        samples = [gated_sample(by_id[s["id"]], s, gates[s["arm"]], verifier)
+                   if s["arm"] in gates else s for s in samples]
+    for name, folder, _ in arms:
+        if name not in with_rules:
+            continue
+        rules = {s["id"]: s for s in read_samples(folder / SAMPLES) if s["arm"] == "rules"}
+        missing = sorted({s["id"] for s in samples if s["arm"] == name} - set(rules))
+        if missing:
+            raise EvalError(f"--with-rules {name}: {folder} has no rules samples of "
+                            f"{len(missing)} of its rows (e.g. {missing[0]})")
+        composed = []
+        for s in samples:
+            if s["arm"] == name and by_id[s["id"]]["task"] == "extract":
+                row = by_id[s["id"]]
+                s = compose_row(row, rules[s["id"]], s, {"extract": "union"}, name)
+                s["verdicts"] = grade_sample(row, s)
+            composed.append(s)
+        samples = composed
     config = {"set": configs[0]["set"], "corpus": configs[0].get("corpus"),
               "rows_paired": len(rows),
               **({"rows_left_out": {n: len(r - both) for n, r in zip(names, ran, strict=True)}}
@@ -113,7 +196,9 @@ def load_pair(specs: list[str], differ: tuple[str, ...] = ()
               "rows_in_set": configs[0].get("rows_in_set"), "sampler": configs[0].get("sampler"),
               "paired_from": {n: {"folder": str(f), "arm": a} for n, f, a in arms},
               **({"differ": {field: dict(zip(names, values, strict=True))
-                             for field, values in differs.items()}} if differs else {})}
+                             for field, values in differs.items()}} if differs else {}),
+              **({"gated_here": {n: g.spec for n, g in gates.items()}} if gates else {}),
+              **({"with_rules_here": sorted(with_rules)} if with_rules else {})}
     return rows, samples, names, config
 
 
@@ -128,10 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--differ", action="append", default=[], metavar="FIELD",
                    help="a sampler field the two folders may differ in, the setting compared "
                         f"(one of {', '.join(SAMPLER_FIELDS)}; repeatable)")
+    p.add_argument("--gate", action="append", default=[], metavar="NAME=SPEC",
+                   help="apply this claim gate to the arm NAME's recorded proposals (an arm run "
+                        "proposing without a gate; a log-probability gate needs --logprobs "
+                        "samples) before comparing: that worker's answers; repeatable")
+    p.add_argument("--with-rules", action="append", default=[], metavar="NAME",
+                   help="compose the arm NAME's extract answers (after --gate) with its "
+                        "folder's rules arm as the hybrid worker does (union): that worker's "
+                        "answers; repeatable")
     args = p.parse_args(argv)
     try:
-        rows, samples, names, config = load_pair(args.arm, tuple(args.differ))
-    except (EvalError, OSError, ValueError) as exc:
+        rows, samples, names, config = load_pair(args.arm, tuple(args.differ),
+                                                 parse_gates(args.gate), tuple(args.with_rules))
+    except (EvalError, VerifierError, OSError, ValueError) as exc:
         print(f"eval/studies/pair.py: error: {exc}", file=sys.stderr)
         return 2
     summary = S.summarise(rows, samples, names, config=config, resamples=args.resamples)

@@ -15,7 +15,14 @@ from typing import Any
 from memworker import wire
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
 from memworker.inference import codec
-from memworker.inference.gate import SCORES, Fields, GateError, parts_fields, turn_parts
+from memworker.inference.gate import (
+    SCORES,
+    VERIFIER,
+    Fields,
+    GateError,
+    parts_fields,
+    turn_parts,
+)
 from memworker.inference.hybrid import MERGES, claim_limit, falls_back, merge_extract
 from memworker.inference.schema import build_schema
 from memworker.turns import asked
@@ -138,3 +145,13 @@ def compose_row(row: dict[str, Any], rules: dict[str, Any], model: dict[str, Any
                       diagnostics=result.diagnostics, error=None)
     sample["verdicts"] = grade_sample(row, sample)
     return sample
+
+
+def gate_keeps(gate: Any, fields: Any, prob: float) -> bool:
+    """Whether the claim gate `gate` (`memworker.inference.gate.ClaimGate`) keeps a claim of
+    these field statistics (None for a verifier gate) and verifier P(keep), as `ClaimGate.apply`
+    decides (each part's score rounded as it records it)."""
+    def part(g: Any) -> bool:
+        score = prob if g.score == VERIFIER else SCORES[g.score](fields)
+        return round(score, 4) >= g.threshold
+    return part(gate) or (gate.either is not None and part(gate.either))
