@@ -26,6 +26,7 @@ import numpy as np
 from memworker.eval.runner import load_eval_rows
 from memworker.inference import turn_gate as tg
 from memworker.inference.gate import auc
+from memworker.train.verifier import dump  # one key a line, as the verifier's weights
 from memworker.turns import turn_events
 
 CORPORA = (Path("data/corpus"), Path("data/natural-train"))
@@ -143,13 +144,6 @@ def train(corpora: list[Path], *, l2: float = L2, min_count: int = MIN_COUNT,
             name: {"split": "val", "auc": r["auc"], "positives": r["positives"],
                    "negatives": r["negatives"]} for name, r in report.items()}
     return weights, report
-
-
-def dump(weights: dict[str, Any]) -> str:
-    """The weights file's text: one key a line."""
-    lines = [f" {json.dumps(k)}: {json.dumps(weights[k], sort_keys=True, ensure_ascii=False)}"
-             for k in sorted(weights)]
-    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,7 @@ from typing import Any
 
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.eval.studies.confidence import Rows
+from memworker.eval.studies.pair import parse_arm
 from memworker.eval.studies.rowtools import compose_row, gate_keeps
 from memworker.eval.studies.verifier_auc import _only
 from memworker.inference.codec import fork_score
@@ -285,11 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         turns = TurnGate.load(args.turn_gate_weights) if args.turn_gate else None
         sets = []
         for spec in args.folder:
-            name, eq, rest = spec.partition("=")
-            folder, colon, arm = rest.rpartition(":")
-            if not (eq and colon and name and folder and arm):
-                raise EvalError(f"--folder {spec!r}: expected SET=FOLDER:ARM")
-            sets.append(SetReplay(name, Path(folder), arm, gate, verifier, union=args.union,
+            name, folder, arm = parse_arm(spec)
+            sets.append(SetReplay(name, folder, arm, gate, verifier, union=args.union,
                                   turn_gate=turns))
         figures = study(sets, args.thresholds, args.turn_gate)
     except (EvalError, GateError, VerifierError, TurnGateError, OSError, KeyError,
