@@ -95,3 +95,34 @@ def test_cost_of_reads_measured_batches_and_interpolates():
     assert cost_of(costs, 4) == 46.0
     assert cost_of(costs, 3) == 40.0              # between 2 and 4
     assert cost_of(costs, 12) == 70.0             # beyond 8: the 4 -> 8 slope
+
+
+def test_the_worker_bench_does_not_count_a_turn_the_turn_gate_left_unasked(monkeypatch):
+    """A turn the turn gate does not ask is no call and no answer token."""
+    from memworker.eval.bench import worker_bench
+    from memworker.inference import turn_gate
+    from memworker.inference.hmem import MemWorkerBackend
+    from tests.test_claim_gate import MESSAGES, PORTO, WHEN, TokenReplay
+
+    class Counted(TokenReplay):
+        def generate(self, *a, **kw):
+            gen = super().generate(*a, **kw)
+            gen.completion_tokens = len(gen.token_logprobs)
+            return gen
+
+    turn = ('{"claims":[' + PORTO + "]}", {"lives_in": -0.2})
+    probe = MemWorkerBackend(Counted([turn] * 9), extract_form="turns")
+    inputs, _ = probe.episode(MESSAGES, observed_at=WHEN)
+    texts = {e["index"]: e["text"] for e in inputs["events"]}
+    users = [e["index"] for e in inputs["events"] if e["role"] == "user"]
+    assert len(users) == 2
+    # a gate that asks only the first user event
+    gate = turn_gate.TurnGate({"version": turn_gate.VERSION, "bias": -5.0, "weights": {
+        f: 10.0 for f in turn_gate.features(texts[users[0]])
+        if f not in turn_gate.features(texts[users[1]])}})
+    monkeypatch.setattr(turn_gate, "committed", lambda: gate)
+    worker = MemWorkerBackend(Counted([turn] * 3), extract_form="turns", turn_gate=0.5)
+    calls = worker_bench(worker, [{"input": inputs}] * 2, log=lambda _: None)  # + 1 warm-up
+    assert [c["calls"] for c in calls] == [1, 1]
+    assert all(0 < c["tokens"] <= len(turn[0]) for c in calls)
+    assert [len(c["answers"]) for c in calls] == [2, 2]
