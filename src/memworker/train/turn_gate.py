@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from memworker.eval.runner import load_eval_rows
+from memworker.corpus.sets import load_eval_rows
 from memworker.inference import turn_gate as tg
 from memworker.inference.gate import auc
 from memworker.train.verifier import dump  # one key a line, as the verifier's weights
