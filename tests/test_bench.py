@@ -38,6 +38,19 @@ def test_report_ratios_speed_up_and_grammar_overhead():
     assert "llama-cpp-python sampler" not in text  # no "prefix" mode measured
 
 
+def _counted():
+    """The scripted backend of tests/test_claim_gate.py, reporting its answer tokens as
+    completion tokens (one piece a token)."""
+    from tests.test_claim_gate import TokenReplay
+
+    class Counted(TokenReplay):
+        def generate(self, *a, **kw):
+            gen = super().generate(*a, **kw)
+            gen.completion_tokens = len(gen.token_logprobs)
+            return gen
+    return Counted
+
+
 def test_the_worker_bench_counts_every_generation_and_the_gate():
     """`--worker`: each window through the store's worker (here the turns form with a gate over
     scripted answers and log-probabilities): answer tokens of every turn, claims kept and gated
@@ -45,17 +58,11 @@ def test_the_worker_bench_counts_every_generation_and_the_gate():
     from memworker.eval.bench import worker_bench, worker_report
     from memworker.inference.gate import ClaimGate
     from memworker.inference.hmem import MemWorkerBackend
-    from tests.test_claim_gate import MESSAGES, NURSE, PORTO, WHEN, TokenReplay
-
-    class Counted(TokenReplay):
-        def generate(self, *a, **kw):
-            gen = super().generate(*a, **kw)
-            gen.completion_tokens = len(gen.token_logprobs)
-            return gen
+    from tests.test_claim_gate import MESSAGES, NURSE, PORTO, WHEN
 
     turn1 = ('{"claims":[' + PORTO + "]}", {"lives_in": -0.2})
     turn2 = ('{"claims":[' + NURSE + "]}", {"job": -3.0})
-    worker = MemWorkerBackend(Counted([turn1, turn2] * 3), extract_form="turns",
+    worker = MemWorkerBackend(_counted()([turn1, turn2] * 3), extract_form="turns",
                               claim_gate=ClaimGate(-1.0))
     inputs, _ = worker.episode(MESSAGES, observed_at=WHEN)
     calls = worker_bench(worker, [{"input": inputs}] * 2, log=lambda _: None)  # + 1 warm-up
@@ -102,16 +109,10 @@ def test_the_worker_bench_does_not_count_a_turn_the_turn_gate_left_unasked(monke
     from memworker.eval.bench import worker_bench
     from memworker.inference import turn_gate
     from memworker.inference.hmem import MemWorkerBackend
-    from tests.test_claim_gate import MESSAGES, PORTO, WHEN, TokenReplay
-
-    class Counted(TokenReplay):
-        def generate(self, *a, **kw):
-            gen = super().generate(*a, **kw)
-            gen.completion_tokens = len(gen.token_logprobs)
-            return gen
+    from tests.test_claim_gate import MESSAGES, PORTO, WHEN
 
     turn = ('{"claims":[' + PORTO + "]}", {"lives_in": -0.2})
-    probe = MemWorkerBackend(Counted([turn] * 9), extract_form="turns")
+    probe = MemWorkerBackend(_counted()([turn] * 9), extract_form="turns")
     inputs, _ = probe.episode(MESSAGES, observed_at=WHEN)
     texts = {e["index"]: e["text"] for e in inputs["events"]}
     users = [e["index"] for e in inputs["events"] if e["role"] == "user"]
@@ -121,7 +122,7 @@ def test_the_worker_bench_does_not_count_a_turn_the_turn_gate_left_unasked(monke
         f: 10.0 for f in turn_gate.features(texts[users[0]])
         if f not in turn_gate.features(texts[users[1]])}})
     monkeypatch.setattr(turn_gate, "committed", lambda: gate)
-    worker = MemWorkerBackend(Counted([turn] * 3), extract_form="turns", turn_gate=0.5)
+    worker = MemWorkerBackend(_counted()([turn] * 3), extract_form="turns", turn_gate=0.5)
     calls = worker_bench(worker, [{"input": inputs}] * 2, log=lambda _: None)  # + 1 warm-up
     assert [c["calls"] for c in calls] == [1, 1]
     assert all(0 < c["tokens"] <= len(turn[0]) for c in calls)
