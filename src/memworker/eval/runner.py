@@ -149,31 +149,41 @@ def sampler_doc(sampler: Sampler) -> dict[str, Any]:
     return doc
 
 
+def _per_arm(arms: list[Arm], specs: list[str] | None, flag: str, parse: Callable[[str], Any],
+             rules_refusal: str, what: str) -> dict[str, Any]:
+    """{arm name: value} from the values of a per-arm option `flag`: `ARM=VALUE` sets that
+    arm's, a bare `VALUE` every model arm's; `parse` reads a value (ValueError when bad).
+    EvalError for a bad value, an unknown arm, the rules arm (`rules_refusal` says why) or two
+    values for one arm (`what` names them)."""
+    chosen: dict[str, Any] = {}
+    for text in specs or []:
+        m = re.match(r"^([A-Za-z0-9_.-]+)=(?!=)(.*)$", text)
+        name, value = (m.group(1), m.group(2)) if m else (None, text)
+        try:
+            value = parse(value)
+        except ValueError as exc:
+            raise EvalError(f"{flag} {text!r}: {exc}") from None
+        targets = [a for a in arms if a.kind != "rules"] if name is None else \
+            [a for a in arms if a.name == name]
+        if name is not None and not targets:
+            raise EvalError(f"{flag} {text!r}: no arm named {name!r}")
+        if any(a.kind == "rules" for a in targets):
+            raise EvalError(f"{flag} {text!r}: {rules_refusal}")
+        for arm in targets:
+            if arm.name in chosen:
+                raise EvalError(f"{flag}: two {what} for arm {arm.name!r}")
+            chosen[arm.name] = value
+    return chosen
+
+
 def assign_gates(arms: list[Arm], specs: list[str] | None,
                  extract_form: str = "window") -> list[Arm]:
     """`arms` with their claim gates from `--claim-gate` values: `ARM=SPEC` gates that arm,
     a bare `SPEC` (`ClaimGate.parse`: `SCORE>=T` or `T`) every model arm; EvalError for an
     unknown or rules arm, a bad spec, two gates for one arm, or a gate in the walk form (the
     gate reads window, turns and sentences answers only)."""
-    gates: dict[str, str] = {}
-    for text in specs or []:
-        m = re.match(r"^([A-Za-z0-9_.-]+)=(?!=)(.*)$", text)
-        name, spec = (m.group(1), m.group(2)) if m else (None, text)
-        try:
-            spec = ClaimGate.parse(spec).spec
-        except ValueError as exc:
-            raise EvalError(f"--claim-gate {text!r}: {exc}") from None
-        targets = [a for a in arms if a.kind != "rules"] if name is None else \
-            [a for a in arms if a.name == name]
-        if name is not None and not targets:
-            raise EvalError(f"--claim-gate {text!r}: no arm named {name!r}")
-        if any(a.kind == "rules" for a in targets):
-            raise EvalError(f"--claim-gate {text!r}: the rules arm has no token "
-                            "log-probabilities to gate")
-        for arm in targets:
-            if arm.name in gates:
-                raise EvalError(f"--claim-gate: two gates for arm {arm.name!r}")
-            gates[arm.name] = spec
+    gates = _per_arm(arms, specs, "--claim-gate", lambda spec: ClaimGate.parse(spec).spec,
+                     "the rules arm has no token log-probabilities to gate", "gates")
     if gates and extract_form == "walk":
         raise EvalError("--claim-gate reads extract answers of the window, turns and sentences "
                         "forms only")
@@ -195,24 +205,8 @@ def assign_turn_gates(arms: list[Arm], specs: list[str] | None,
     """`arms` with `turn_gate` set from `--turn-gate` values (`ARM=T`, or a bare `T` for every
     model arm); EvalError for an unknown or rules arm, a threshold that is not a probability,
     two for one arm, or a form other than turns."""
-    chosen: dict[str, float] = {}
-    for text in specs or []:
-        m = re.match(r"^([A-Za-z0-9_.-]+)=(.*)$", text)
-        name, value = (m.group(1), m.group(2)) if m else (None, text)
-        try:
-            threshold = tgate.check_threshold(float(value))
-        except (ValueError, tgate.TurnGateError) as exc:
-            raise EvalError(f"--turn-gate {text!r}: {exc}") from None
-        targets = [a for a in arms if a.kind != "rules"] if name is None else \
-            [a for a in arms if a.name == name]
-        if name is not None and not targets:
-            raise EvalError(f"--turn-gate {text!r}: no arm named {name!r}")
-        if any(a.kind == "rules" for a in targets):
-            raise EvalError(f"--turn-gate {text!r}: the rules arm answers in the window form")
-        for arm in targets:
-            if arm.name in chosen:
-                raise EvalError(f"--turn-gate: two turn gates for arm {arm.name!r}")
-            chosen[arm.name] = threshold
+    chosen = _per_arm(arms, specs, "--turn-gate", lambda t: tgate.check_threshold(float(t)),
+                      "the rules arm answers in the window form", "turn gates")
     if chosen and extract_form != "turns":
         raise EvalError("--turn-gate applies to --extract-form turns only")
     return [replace(a, turn_gate=chosen.get(a.name)) for a in arms]

@@ -35,8 +35,9 @@ with the rules' claims; and the answer tokens a window (the turns' recorded comp
 a cut turn counting its tokens up to the fork, a stopped turn its tokens up to the repeat's
 end plus the `]}` and end token that close it). A replay assumes each turn's answer is as
 recorded: in today's schedule (each turn reading the answers before it) a cut turn changes the
-prompts of the turns after it, so the live worker is the measurement that counts
-(`eval/run.py --fork-threshold`, `inference/bench.py --fork-threshold`).
+prompts of the turns after it, so a live run is the measurement that counts (the turn gate's:
+`eval/run.py --turn-gate`, `inference/bench.py --turn-gate`; the fork threshold and the repeat
+stop are replayed only, not built).
 
     python eval/studies/fork.py --folder val=receipts/eval/val-47/e22:e22 \\
         --folder natural-dev=receipts/eval/natural-dev/e22:n1 --union
@@ -54,8 +55,9 @@ from typing import Any
 
 from memworker.eval.runner import EvalError, grade_sample
 from memworker.eval.studies.confidence import Rows
+from memworker.eval.studies.gate_choice import _floats
 from memworker.eval.studies.pair import parse_arm
-from memworker.eval.studies.rowtools import compose_row, gate_keeps
+from memworker.eval.studies.rowtools import compose_row, gate_mask
 from memworker.eval.studies.verifier_auc import _only
 from memworker.inference.codec import fork_score
 from memworker.inference.gate import (
@@ -81,7 +83,8 @@ class Turn:
 
     def __init__(self, attempts: list[dict[str, Any]], raw: str, tokens: list[Any] | None,
                  where: str):
-        self.recorded = sum(int(a.get("completion_tokens") or 0) for a in attempts)
+        tokens_of = [int(a.get("completion_tokens") or 0) for a in attempts]
+        self.recorded = sum(tokens_of)
         first = attempts[0]
         first_tokens = check_tokens(first["raw"], first.get("token_logprobs"), where)
         if first_tokens is None:
@@ -92,24 +95,23 @@ class Turn:
             raise EvalError(f"{where}: the answer does not open a claim ({first['raw'][:40]!r}): "
                             "was the arm run with `--propose`?")
         self.fork, self.fork_tokens = score, n
-        self.raw = raw
-        claims = [raw[s["claim"][0]:s["claim"][1]] for s in claim_spans(raw)]
-        # the first claim that repeats one before it in the same answer, and what stopping there costs
+        # the first claim that repeats one before it in the same answer, and what stopping there
+        # costs: the accepted answer's pieces up to that claim's end, the tokens that close it,
+        # and the tokens of the attempts a retry replaced
         self.repeat_at: int | None = None
         self.stopped = self.recorded
         seen: set[str] = set()
-        for k, text in enumerate(claims):
+        for k, span in enumerate(s["claim"] for s in claim_spans(raw)):
+            text = raw[span[0]:span[1]]
             if text in seen:
                 self.repeat_at = k
-                end = claim_spans(raw)[k]["claim"][1]
                 pieces, written = 0, 0
                 for piece, _ in tokens or []:
-                    if written >= end:
+                    if written >= span[1]:
                         break
                     written += len(piece)
                     pieces += 1
-                self.stopped = pieces + CLOSE_TOKENS + (self.recorded - len(tokens or []) - 1
-                                                        if self.recorded > len(tokens or []) else 0)
+                self.stopped = pieces + CLOSE_TOKENS + sum(tokens_of[:-1])
                 break
             seen.add(text)
 
@@ -156,17 +158,15 @@ class Window:
                 for fact, p in zip(self.fact_turns, self.asked_by or [1.0] * len(self.turns),
                                    strict=True)]
 
-    def tokens(self, threshold: float, stop_repeats: bool, oracle: bool = False,
-               turn_gate: float | None = None) -> int:
+    def tokens(self, threshold: float, stop_repeats: bool, skipped: list[bool]) -> int:
+        """The answer tokens of the window under a design (`skipped`: `self.skipped`'s)."""
         return sum(0 if skip
                    else t.fork_tokens if t.fork < threshold
                    else (t.stopped if stop_repeats else t.recorded)
-                   for t, skip in zip(self.turns, self.skipped(oracle, turn_gate), strict=True))
+                   for t, skip in zip(self.turns, skipped, strict=True))
 
-    def alive(self, threshold: float, stop_repeats: bool, oracle: bool = False,
-              turn_gate: float | None = None) -> list[bool]:
-        """Per output claim: whether the design still writes it."""
-        skipped = self.skipped(oracle, turn_gate)
+    def alive(self, threshold: float, stop_repeats: bool, skipped: list[bool]) -> list[bool]:
+        """Per output claim: whether the design still writes it (`skipped`: `self.skipped`'s)."""
         out = []
         for turn, k in self.origin:
             t = self.turns[turn]
@@ -190,8 +190,7 @@ class SetReplay:
             self.windows.append(Window(row, sample))
             if turn_gate is not None:
                 self.windows[-1].asked_by = [turn_gate.prob(t) for t in self.windows[-1].texts]
-            self.keep.append([gate_keeps(gate, f, verifier.prob(c, row["input"]))
-                              for c, f in zip(sample["output"]["claims"], stats, strict=True)])
+            self.keep.append(gate_mask(gate, row, sample, stats, verifier))
 
     def design(self, threshold: float, stop_repeats: bool, oracle: bool = False,
                turn_gate: float | None = None) -> dict[str, Any]:
@@ -199,7 +198,8 @@ class SetReplay:
         tokens, turns_cut, turns, written = [], 0, 0, 0
         for (row, sample, rules, _), window, keep in zip(self.rows.items, self.windows,
                                                          self.keep, strict=True):
-            alive = window.alive(threshold, stop_repeats, oracle, turn_gate)
+            skipped = window.skipped(oracle, turn_gate)
+            alive = window.alive(threshold, stop_repeats, skipped)
             written += sum(alive)
             gated = _only(sample, [a and k for a, k in zip(alive, keep, strict=True)])
             if self.union:
@@ -207,10 +207,10 @@ class SetReplay:
             c = grade_sample(row, gated)["counts"]
             counts = [a + c[k] for a, k in zip(counts, ("claims", "supported", "covered",
                                                         "required"), strict=True)]
-            tokens.append(window.tokens(threshold, stop_repeats, oracle, turn_gate))
+            tokens.append(window.tokens(threshold, stop_repeats, skipped))
             turns += len(window.turns)
-            turns_cut += sum(t.fork < threshold or skip for t, skip in
-                             zip(window.turns, window.skipped(oracle, turn_gate), strict=True))
+            turns_cut += sum(t.fork < threshold or skip
+                             for t, skip in zip(window.turns, skipped, strict=True))
         tokens.sort()
         return {"threshold": threshold, "stop_repeats": stop_repeats, "oracle": oracle,
                 "turn_gate": turn_gate,
@@ -254,11 +254,6 @@ def report(figures: dict[str, Any], gate: str) -> list[str]:
                          f"{d['tokens_median']:g} ({d['tokens_p90']}) |")
         lines.append("")
     return lines
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(-math.inf if x.strip() in ("-inf", "none") else float(x)
-                 for x in text.split(","))
 
 
 def main(argv: list[str] | None = None) -> int:

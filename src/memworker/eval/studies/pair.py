@@ -41,10 +41,10 @@ from memworker.eval.runner import (
     load_eval_rows,
     read_samples,
 )
-from memworker.eval.studies.rowtools import compose_row, gate_keeps, kept_claim_stats
+from memworker.eval.studies.rowtools import compose_row, gate_mask, kept_claim_stats
 from memworker.eval.studies.verifier_auc import _only
 from memworker.hashing import write_json
-from memworker.inference.gate import VERIFIER, ClaimGate
+from memworker.inference.gate import ClaimGate
 from memworker.inference.verifier import Verifier, VerifierError
 
 #: sampler fields two folders must share for their arms to be compared
@@ -97,15 +97,11 @@ def gated_sample(row: dict[str, Any], sample: dict[str, Any], gate: ClaimGate,
         return sample
     if sample.get("gate"):
         raise EvalError(f"{sample['id']}: its arm already ran with a claim gate")
-    claims = sample["output"]["claims"]
-    stats = kept_claim_stats(sample, row["input"]) if gate.needs_logprobs else [None] * len(claims)
-    if stats is None:
+    stats = kept_claim_stats(sample, row["input"]) if gate.needs_logprobs else None
+    if gate.needs_logprobs and stats is None:
         raise EvalError(f"{sample['id']}: no token log-probabilities for the gate "
                         f"{gate.spec!r} (run the arm with eval/run.py --logprobs)")
-    wants = gate.score == VERIFIER or (gate.either is not None and gate.either.score == VERIFIER)
-    probs = [(verifier or Verifier.load()).prob(c, row["input"]) for c in claims] if wants \
-        else [0.0] * len(claims)
-    out = _only(sample, [gate_keeps(gate, f, p) for f, p in zip(stats, probs, strict=True)])
+    out = _only(sample, gate_mask(gate, row, sample, stats, verifier or Verifier.load()))
     out["verdicts"] = grade_sample(row, out)
     return out
 
