@@ -135,6 +135,23 @@ def tiny_corpus(tmp_path_factory):
     return build_tiny_corpus(tmp_path_factory.mktemp("corpus"))
 
 
+@pytest.fixture(scope="session")
+def natural_dev_corpus(tmp_path_factory) -> Path:
+    """natural-dev frozen as `python corpus/build.py --natural corpus/natural-dev` freezes it
+    (with token counts: ~10 s), once per run: the committed evaluation folders of natural-dev
+    recorded `data/natural-dev`, which a clean clone does not have (`data/` is not in git)."""
+    from memworker.corpus.natural import build_natural
+
+    out = tmp_path_factory.mktemp("natural-dev") / "natural-dev"
+    here = Path.cwd()
+    os.chdir(Path(__file__).resolve().parents[1])  # the manifest records the source as given
+    try:
+        build_natural("corpus/natural-dev", out)
+    finally:
+        os.chdir(here)
+    return out
+
+
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("assets")

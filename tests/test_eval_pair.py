@@ -105,7 +105,8 @@ def test_a_named_sampler_difference_is_the_setting_compared(tiny_corpus, tmp_pat
     assert "turn_history: today 'answers', once 'none')" in capsys.readouterr().out
 
 
-def test_a_gate_and_the_rules_applied_here_reproduce_the_release_workers_answers():
+def test_a_gate_and_the_rules_applied_here_reproduce_the_release_workers_answers(
+        natural_dev_corpus, tiny_corpus):
     """`--gate` and `--with-rules` make a proposing arm's recorded claims into the hybrid
     worker's answers: release v4's student proposing on natural-dev (recorded ungated, with
     log-probabilities), gated by `verifier>=0.9` and composed with the rules, answers every
@@ -117,7 +118,7 @@ def test_a_gate_and_the_rules_applied_here_reproduce_the_release_workers_answers
     root = Path(__file__).resolve().parents[1] / "receipts/eval/natural-dev"
     rows, samples, _, config = pair_study.load_pair(
         [f"v4={root / 'e22'}:n1", f"rel={root / 'release'}:student"], (),
-        pair_study.parse_gates(["v4=verifier>=0.9"]), ("v4",))
+        pair_study.parse_gates(["v4=verifier>=0.9"]), ("v4",), natural_dev_corpus)
     extract = {r["id"] for r in rows if r["task"] == "extract"}
     by: dict = {}
     for s in samples:
@@ -128,9 +129,13 @@ def test_a_gate_and_the_rules_applied_here_reproduce_the_release_workers_answers
     # a gate on an arm not compared, a bad spec, an arm already gated
     with pytest.raises(pair_study.EvalError, match="not an arm compared"):
         pair_study.load_pair([f"a={root / 'e22'}:n1", f"b={root / 'release'}:student"], (),
-                             pair_study.parse_gates(["c=verifier>=0.9"]))
+                             pair_study.parse_gates(["c=verifier>=0.9"]), (), natural_dev_corpus)
     with pytest.raises(pair_study.EvalError, match="expected NAME=SPEC"):
         pair_study.parse_gates(["verifier>=0.9"])
     with pytest.raises(pair_study.EvalError, match="already ran with a claim gate"):
         pair_study.load_pair([f"a={root / 'e22'}:n1", f"b={root / 'release'}:student"], (),
-                             pair_study.parse_gates(["b=verifier>=0.9"]))
+                             pair_study.parse_gates(["b=verifier>=0.9"]), (), natural_dev_corpus)
+    # another corpus than the one the folders recorded is refused, by its manifest's sha256
+    with pytest.raises(pair_study.EvalError, match="is not the 55f9d2a2aaf6"):
+        pair_study.load_pair([f"a={root / 'e22'}:n1", f"b={root / 'release'}:student"], (),
+                             corpus=tiny_corpus)

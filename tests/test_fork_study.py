@@ -45,12 +45,12 @@ def test_a_turn_stopped_at_its_first_repeat_costs_up_to_that_claims_end():
 
 
 @pytest.fixture(scope="module")
-def replay():
+def replay(natural_dev_corpus):
     from memworker.inference.gate import ClaimGate
     from memworker.inference.verifier import Verifier
 
     return study.SetReplay("natural-dev", FOLDER, "n1", ClaimGate.parse("verifier>=0.9"),
-                           Verifier.load(), union=True)
+                           Verifier.load(), union=True, corpus=natural_dev_corpus)
 
 
 def test_today_is_the_recorded_run_and_cutting_every_turn_leaves_the_rules(replay):
@@ -86,14 +86,17 @@ def test_a_higher_threshold_never_writes_more_and_the_oracle_asks_only_fact_turn
 
 
 def test_the_command_prints_the_table_and_refuses_a_folder_without_log_probabilities(
-        tmp_path, capsys):
+        tmp_path, capsys, natural_dev_corpus):
     target = tmp_path / "f.json"
+    here = ["--corpus", f"nd={natural_dev_corpus}"]
     assert study.main(["--folder", f"nd={FOLDER}:n1", "--union", "--thresholds=-inf,-0.5",
-                       "--json", str(target)]) == 0
+                       "--json", str(target), *here]) == 0
     out = capsys.readouterr().out
     assert "| none (today) | no | 0/259 |" in out and "oracle" in out
     figures = json.loads(target.read_text())
     assert len(figures["sets"]["nd"]["designs"]) == 5
-    assert study.main(["--folder", f"nd={FOLDER}:rules"]) == 2
+    assert study.main(["--folder", f"nd={FOLDER}:rules", *here]) == 2
     assert "error" in capsys.readouterr().err
     assert study.main(["--folder", "nd=nowhere"]) == 2
+    assert study.main(["--folder", f"nd={FOLDER}:n1", *here, "--corpus", f"val={tmp_path}"]) == 2
+    assert "--corpus val: no --folder of that set" in capsys.readouterr().err

@@ -54,8 +54,9 @@ def _counts(verdicts: dict[str, Any]) -> list[int]:
 class Rows:
     """The extract rows of a folder with their model and rules samples and claim statistics."""
 
-    def __init__(self, out_dir: Path, model: str, rules: str = "rules"):
-        _, every_row, samples = read_folder(out_dir)
+    def __init__(self, out_dir: Path, model: str, rules: str = "rules",
+                 corpus: str | Path | None = None):
+        _, every_row, samples = read_folder(out_dir, corpus)
         by_arm: dict[str, dict[str, dict[str, Any]]] = {}
         for s in samples:
             by_arm.setdefault(s["arm"], {})[s["id"]] = s

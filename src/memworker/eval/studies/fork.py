@@ -179,9 +179,10 @@ class SetReplay:
     """One folder: its rows, the gate's verdict on each model claim, the windows."""
 
     def __init__(self, name: str, folder: Path, model: str, gate: ClaimGate, verifier: Verifier,
-                 rules: str = "rules", union: bool = False, turn_gate: TurnGate | None = None):
+                 rules: str = "rules", union: bool = False, turn_gate: TurnGate | None = None,
+                 corpus: str | Path | None = None):
         self.name, self.folder, self.model, self.union = name, folder, model, union
-        self.rows = Rows(folder, model, rules)
+        self.rows = Rows(folder, model, rules, corpus)
         self.windows, self.keep = [], []
         for row, sample, _, stats in self.rows.items:
             if stats is None or sample.get("turns") is None:
@@ -256,6 +257,13 @@ def report(figures: dict[str, Any], gate: str) -> list[str]:
     return lines
 
 
+def _corpus_spec(spec: str) -> tuple[str, Path]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise EvalError(f"--corpus {spec!r}: expected SET=DIR")
+    return name, Path(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="eval/studies/fork.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--folder", action="append", required=True, metavar="SET=FOLDER:ARM",
@@ -273,9 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                         "P(fact) thresholds: a turn below is not asked")
     p.add_argument("--turn-gate-weights", type=Path, default=None,
                    help="the turn gate's weights (default: the committed turn_gate.json)")
+    p.add_argument("--corpus", action="append", default=[], metavar="SET=DIR",
+                   help="read SET's rows from DIR, a copy of the corpus the folder recorded "
+                        "(same manifest sha256), instead of the recorded path (repeatable)")
     p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = p.parse_args(argv)
     try:
+        corpora = dict(_corpus_spec(c) for c in args.corpus)
         gate = ClaimGate.parse(args.gate)
         verifier = Verifier.load(args.weights)
         turns = TurnGate.load(args.turn_gate_weights) if args.turn_gate else None
@@ -283,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         for spec in args.folder:
             name, folder, arm = parse_arm(spec)
             sets.append(SetReplay(name, folder, arm, gate, verifier, union=args.union,
-                                  turn_gate=turns))
+                                  turn_gate=turns, corpus=corpora.pop(name, None)))
+        if corpora:
+            raise EvalError(f"--corpus {', '.join(sorted(corpora))}: no --folder of that set")
         figures = study(sets, args.thresholds, args.turn_gate)
     except (EvalError, GateError, VerifierError, TurnGateError, OSError, KeyError,
             ValueError) as exc:

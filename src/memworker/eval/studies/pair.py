@@ -41,7 +41,12 @@ from memworker.eval.runner import (
     load_eval_rows,
     read_samples,
 )
-from memworker.eval.studies.rowtools import compose_row, gate_mask, kept_claim_stats
+from memworker.eval.studies.rowtools import (
+    compose_row,
+    folder_corpus,
+    gate_mask,
+    kept_claim_stats,
+)
 from memworker.eval.studies.verifier_auc import _only
 from memworker.hashing import write_json
 from memworker.inference.gate import ClaimGate
@@ -107,13 +112,15 @@ def gated_sample(row: dict[str, Any], sample: dict[str, Any], gate: ClaimGate,
 
 
 def load_pair(specs: list[str], differ: tuple[str, ...] = (),
-              gates: dict[str, ClaimGate] | None = None, with_rules: tuple[str, ...] = ()
+              gates: dict[str, ClaimGate] | None = None, with_rules: tuple[str, ...] = (),
+              corpus: str | Path | None = None
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], dict[str, Any]]:
     """(rows, samples renamed to their arm names, arm names, config) of the arms in `specs`;
     the `SAMPLER_FIELDS` named in `differ` may differ (the config's `differ` records them);
     `gates` {arm name: claim gate}: that arm's recorded proposals gated (`gated_sample`);
     `with_rules`: those arms' extract answers composed with their folder's rules arm as the
-    hybrid worker composes them (`rowtools.compose_row`, policy union), after the gate."""
+    hybrid worker composes them (`rowtools.compose_row`, policy union), after the gate;
+    `corpus`: the rows read from this copy of the folders' corpus (`rowtools.folder_corpus`)."""
     unknown = sorted(set(differ) - set(SAMPLER_FIELDS))
     if unknown:
         raise EvalError(f"--differ {', '.join(unknown)}: not a sampler field compared here "
@@ -141,10 +148,8 @@ def load_pair(specs: list[str], differ: tuple[str, ...] = (),
         elif values[0] != values[1]:
             raise EvalError(f"the folders' samplers differ in {field}: {values[0]!r} and "
                             f"{values[1]!r}: not one comparison")
-    corpus = (configs[0].get("corpus") or {}).get("path")
-    if not corpus:
-        raise EvalError(f"{arms[0][1]}/config.json names no corpus path")
-    rows = load_eval_rows(corpus, configs[0]["set"])
+    rows = load_eval_rows(folder_corpus(configs[0], f"{arms[0][1]}/config.json", corpus),
+                          configs[0]["set"])
     samples = []
     for (name, folder, arm), config in zip(arms, configs, strict=True):
         got = [s for s in read_samples(folder / SAMPLES) if s["arm"] == arm]
@@ -217,10 +222,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="compose the arm NAME's extract answers (after --gate) with its "
                         "folder's rules arm as the hybrid worker does (union): that worker's "
                         "answers; repeatable")
+    p.add_argument("--corpus", type=Path, default=None, metavar="DIR",
+                   help="read the rows from DIR, a copy of the corpus the folders recorded "
+                        "(same manifest sha256), instead of the recorded path")
     args = p.parse_args(argv)
     try:
         rows, samples, names, config = load_pair(args.arm, tuple(args.differ),
-                                                 parse_gates(args.gate), tuple(args.with_rules))
+                                                 parse_gates(args.gate), tuple(args.with_rules),
+                                                 args.corpus)
     except (EvalError, VerifierError, OSError, ValueError) as exc:
         print(f"eval/studies/pair.py: error: {exc}", file=sys.stderr)
         return 2

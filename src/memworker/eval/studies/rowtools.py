@@ -14,6 +14,7 @@ from typing import Any
 
 from memworker import wire
 from memworker.eval.runner import SAMPLES, EvalError, grade_sample, load_eval_rows, read_samples
+from memworker.hashing import sha256_file
 from memworker.inference import codec
 from memworker.inference.gate import (
     SCORES,
@@ -28,18 +29,38 @@ from memworker.inference.schema import build_schema
 from memworker.turns import asked
 
 
-def read_folder(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]],
-                                        list[dict[str, Any]]]:
+def folder_corpus(config: dict[str, Any], where: str | Path,
+                  corpus: str | Path | None = None) -> str | Path:
+    """The corpus an evaluation folder's rows are read from: the path its config.json recorded
+    (relative to where the evaluation ran), or `corpus`, a copy frozen elsewhere (a clone has no
+    `data/`: `python corpus/build.py --natural corpus/natural-dev --out DIR` rebuilds it), which
+    must be the same corpus: its manifest's sha256 is the one the folder recorded."""
+    recorded = config.get("corpus") or {}
+    if corpus is None:
+        if not recorded.get("path"):
+            raise EvalError(f"{where} names no corpus path")
+        return recorded["path"]
+    manifest = Path(corpus) / "manifest.json"
+    if not manifest.is_file():
+        raise EvalError(f"--corpus {corpus}: no manifest.json there")
+    got = sha256_file(manifest)
+    if got != recorded.get("manifest_sha256"):
+        raise EvalError(f"--corpus {corpus}: its manifest sha256 {got[:12]}… is not the "
+                        f"{str(recorded.get('manifest_sha256'))[:12]}… {where} was evaluated on")
+    return corpus
+
+
+def read_folder(out_dir: Path, corpus: str | Path | None = None
+                ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """(config, rows of its set, samples) of an `eval/run.py` folder: its config.json names the
-    set and the corpus the rows are read from; EvalError when it is not such a folder."""
+    set and the corpus the rows are read from (or `corpus`: `folder_corpus`); EvalError when it
+    is not such a folder."""
     config_path = out_dir / "config.json"
     if not config_path.is_file():
         raise EvalError(f"{out_dir}: no config.json (not an eval/run.py folder)")
     config = json.loads(config_path.read_text("utf-8"))
-    corpus = (config.get("corpus") or {}).get("path")
-    if not corpus:
-        raise EvalError(f"{config_path} names no corpus path")
-    return config, load_eval_rows(corpus, config["set"]), read_samples(out_dir / SAMPLES)
+    rows = load_eval_rows(folder_corpus(config, config_path, corpus), config["set"])
+    return config, rows, read_samples(out_dir / SAMPLES)
 
 
 #: the hybrid's policies per task (`compose_row`; eval/studies/hybrid.py describes each)
