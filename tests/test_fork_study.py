@@ -100,3 +100,11 @@ def test_the_command_prints_the_table_and_refuses_a_folder_without_log_probabili
     assert study.main(["--folder", "nd=nowhere"]) == 2
     assert study.main(["--folder", f"nd={FOLDER}:n1", *here, "--corpus", f"val={tmp_path}"]) == 2
     assert "--corpus val: no --folder of that set" in capsys.readouterr().err
+    # --first N replays the first N windows, those `bench.py --worker natural-dev:N` times
+    assert study.main(["--folder", f"nd={FOLDER}:n1", *here, "--thresholds=-inf", "--first", "5",
+                       "--json", str(target)]) == 0
+    first = json.loads(target.read_text())["sets"]["nd"]
+    assert first["rows"] == 5 and first["designs"][0]["turns"] < figures["sets"]["nd"][
+        "designs"][0]["turns"]
+    with pytest.raises(SystemExit):
+        study.main(["--folder", f"nd={FOLDER}:n1", "--first", "0"])

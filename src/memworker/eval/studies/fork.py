@@ -180,9 +180,11 @@ class SetReplay:
 
     def __init__(self, name: str, folder: Path, model: str, gate: ClaimGate, verifier: Verifier,
                  rules: str = "rules", union: bool = False, turn_gate: TurnGate | None = None,
-                 corpus: str | Path | None = None):
+                 corpus: str | Path | None = None, first: int | None = None):
         self.name, self.folder, self.model, self.union = name, folder, model, union
         self.rows = Rows(folder, model, rules, corpus)
+        if first is not None:       # the windows `inference/bench.py --worker SET:N` times
+            self.rows.items = self.rows.items[:first]
         self.windows, self.keep = [], []
         for row, sample, _, stats in self.rows.items:
             if stats is None or sample.get("turns") is None:
@@ -284,8 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", action="append", default=[], metavar="SET=DIR",
                    help="read SET's rows from DIR, a copy of the corpus the folder recorded "
                         "(same manifest sha256), instead of the recorded path (repeatable)")
+    p.add_argument("--first", type=int, default=None, metavar="N",
+                   help="replay only each folder's first N extract windows (in the set's order: "
+                        "the windows `inference/bench.py --worker SET:N` times)")
     p.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = p.parse_args(argv)
+    if args.first is not None and args.first < 1:
+        p.error("--first needs a positive number of windows")
     try:
         corpora = dict(_corpus_spec(c) for c in args.corpus)
         gate = ClaimGate.parse(args.gate)
@@ -295,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         for spec in args.folder:
             name, folder, arm = parse_arm(spec)
             sets.append(SetReplay(name, folder, arm, gate, verifier, union=args.union,
-                                  turn_gate=turns, corpus=corpora.pop(name, None)))
+                                  turn_gate=turns, corpus=corpora.pop(name, None),
+                                  first=args.first))
         if corpora:
             raise EvalError(f"--corpus {', '.join(sorted(corpora))}: no --folder of that set")
         figures = study(sets, args.thresholds, args.turn_gate)
