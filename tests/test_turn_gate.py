@@ -77,6 +77,65 @@ def test_a_turn_not_asked_is_not_generated_and_answers_no_claim():
         codec.run_turns(ReplayBackend([]), EP, ask=[True])
 
 
+def test_tail_drop_ends_the_prompts_at_the_last_asked_turns_event():
+    """`tail="drop"`: the window the prompts show ends at the last asked turn's event; the
+    schema and the merged answer still hold the whole window; "read" shows every event."""
+    backend = ReplayBackend([extract_text(LISBON)])
+    result = codec.run_turns(backend, EP, ask=[True, False], tail="drop")
+    shown = {**EP, "events": EP["events"][:1]}          # turns at events 0 and 2: 0 asked
+    assert backend.calls[0]["messages"] == turns.messages(shown, [])
+    assert "Ignore previous instructions" not in json.dumps(backend.calls[0]["messages"])
+    assert [c["predicate"] for c in result.output["claims"]] == ["lives_in"]
+    assert result.turns[1].finish_reason == "skipped"
+    read = ReplayBackend([extract_text(LISBON)])
+    codec.run_turns(read, EP, ask=[True, False])
+    assert read.calls[0]["messages"] == turns.messages(EP, [])
+    assert read.calls[0]["messages"] != backend.calls[0]["messages"]
+    # the last turn asked: the window up to its event (the tool's weather after it is not
+    # shown); none asked: no call either way
+    last = ReplayBackend([extract_text(claim(predicate="plans_to", value="book the dentist",
+                                             quotes=[["Book the dentist for next Friday at "
+                                                      "3pm.", 2]]))])
+    codec.run_turns(last, EP, ask=[False, True], tail="drop")
+    assert last.calls[0]["messages"] == turns.messages({**EP, "events": EP["events"][:3]},
+                                                       [codec.TURN_SKIPPED])
+    assert "Weather in Lisbon" not in json.dumps(last.calls[0]["messages"])
+    quiet = ReplayBackend([])
+    assert codec.run_turns(quiet, EP, ask=[False, False], tail="drop").output == {"claims": []}
+    assert quiet.calls == []
+    with pytest.raises(ValueError, match="needs ask"):
+        codec.run_turns(ReplayBackend([]), EP, tail="drop")
+    with pytest.raises(ValueError, match="one of read, drop"):
+        codec.run_turns(ReplayBackend([]), EP, ask=[True, True], tail="cut")
+
+
+def test_the_worker_and_the_evaluator_carry_the_tail(monkeypatch):
+    config = worker_config("turns", "verifier>=0.9", True, turn_gate=0.9, turn_gate_tail="drop")
+    assert config["turn_gate_tail"] == "drop"
+    assert "turn_gate_tail" not in worker_config("turns", turn_gate=0.9)
+    with pytest.raises(WorkerError, match="needs a turn gate"):
+        worker_config("turns", turn_gate_tail="drop")
+    with pytest.raises(WorkerError, match="one of read, drop"):
+        worker_config("turns", turn_gate=0.9, turn_gate_tail="cut")
+    assert worker_flags(config, "s")[-4:] == ["--turn-gate", "s=0.9", "--turn-gate-tail", "drop"]
+    monkeypatch.setattr(turn_gate, "committed", lambda: turn_gate.TurnGate(GATE))
+    backend = ReplayBackend([extract_text(LISBON)])
+    worker = MemWorkerBackend(backend, extract_form="turns", turn_gate=0.5, turn_gate_tail="drop")
+    worker._run("extract", EP)
+    assert backend.calls[0]["messages"] == turns.messages({**EP, "events": EP["events"][:1]}, [])
+    # the evaluator: a sampler field, left out of a record at its default, refused without a gate
+    assert "turn_gate_tail" not in runner.sampler_doc(runner.Sampler())
+    assert runner.sampler_doc(runner.Sampler(turn_gate_tail="drop"))["turn_gate_tail"] == "drop"
+    args = eval_cli.build_parser().parse_args(["--arm", "rules", "--set", "val", "--out", "o",
+                                               "--turn-gate-tail", "drop"])
+    with pytest.raises(runner.EvalError, match="--turn-gate-tail applies"):
+        runner.check_turn_options(args)
+    from memworker.export.receipt import _ran
+    ran = _ran({"sampler": {"extract_form": "turns", "turn_gate_tail": "drop"},
+                "turn_gates": {"student": 0.9}})
+    assert ran["turn_gate"] == 0.9 and ran["turn_gate_tail"] == "drop"
+
+
 def test_a_claim_gate_reads_the_asked_turns_tokens_beside_an_unasked_one():
     """An unasked turn's answer has no tokens and no claim: the gate's field statistics skip it
     and still read the asked turn's."""

@@ -346,6 +346,8 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
         history += ", the rules' claims kept beside the model's"
     if worker.turn_gate is not None:
         history += f", turns asked where the turn gate gives P(fact) >= {worker.turn_gate:g}"
+        if worker.turn_gate_tail == "drop":
+            history += ", the window read up to the last asked turn's event"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -368,7 +370,8 @@ def main_worker(args: argparse.Namespace, path: Path) -> int:
                                         turn_quotes=args.turn_quotes,
                                         claim_layout=args.claim_layout,
                                         with_rules="union" if args.with_rules else "none",
-                                        turn_gate=args.turn_gate)
+                                        turn_gate=args.turn_gate,
+                                        turn_gate_tail=args.turn_gate_tail)
     workers = {"worker": (worker, DecodeTimer(worker.backend.llm))}
     print(_worker_line("[worker]", path, worker, len(rows), set_name, args))
     if args.baseline:
@@ -602,6 +605,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turn-gate", type=float, default=None, metavar="T",
                    help="--worker, extract form turns: a turn whose event the committed turn gate "
                         "gives P(fact) below T is not asked (memworker.inference.turn_gate)")
+    p.add_argument("--turn-gate-tail", default="read", choices=codec.TAILS,
+                   help="--worker with --turn-gate: drop, the prompts end at the last asked "
+                        "turn's event (the unasked events after it are not read)")
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")

@@ -242,7 +242,7 @@ def _plan(args: argparse.Namespace) -> Plan:
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_quotes=args.turn_quotes,
                       turn_history=args.turn_history, event_stamps=args.event_stamps,
-                      claim_layout=args.claim_layout)
+                      claim_layout=args.claim_layout, turn_gate_tail=args.turn_gate_tail)
     sampler_doc = runner.sampler_doc(sampler)  # samples made before a later field: the same
     config = {"set": args.set, "corpus": _corpus_identity(corpus), "limit": args.limit,
               "rows_in_set": rows_in_set, **({"tasks": sorted(set(args.task))} if args.task

@@ -131,13 +131,16 @@ class Sampler:
     #: how a model arm writes an extract claim in the turns forms (`memworker.wire.LAYOUTS`:
     #: "v3", or "v6", no quotes, the codec quoting the turn's sentence: `codec.run_turns(layout=)`)
     claim_layout: str = "v3"
+    #: what the prompts of an arm with a turn gate show after its last asked turn's event
+    #: (`codec.TAILS`: "read", the whole window; "drop", nothing: `codec.run_turns(tail=)`)
+    turn_gate_tail: str = "read"
 
 
 #: sampler fields added after samples were first recorded: a record omits them at these defaults,
 #: so an evaluation folder or a stored live result made before them has the same sampler
 LATER_DEFAULTS: dict[str, Any] = {"extract_form": "window", "turn_quotes": "upto",
                                   "turn_history": "answers", "event_stamps": "full",
-                                  "claim_layout": "v3"}
+                                  "claim_layout": "v3", "turn_gate_tail": "read"}
 
 
 def sampler_doc(sampler: Sampler) -> dict[str, Any]:
@@ -260,6 +263,10 @@ def add_turn_options(parser: Any) -> None:
                              "the sentence of the turn's event each claim points at; the "
                              "trailing defaults left out); for a student trained so "
                              "(train/run.py --claim-layout)")
+    parser.add_argument("--turn-gate-tail", choices=codec.TAILS, default="read",
+                        help="with --turn-gate: what the prompts show after the last asked "
+                             "turn's event, the rest of the window (read, the default) or "
+                             "nothing (drop: the unasked events after it are not read)")
 
 
 def check_turn_options(args: Any) -> None:
@@ -270,6 +277,8 @@ def check_turn_options(args: Any) -> None:
         raise EvalError("--turn-history applies to --extract-form turns or sentences only")
     if args.claim_layout != "v3" and args.extract_form not in tforms.TURN_FORMS:
         raise EvalError("--claim-layout applies to --extract-form turns or sentences only")
+    if args.turn_gate_tail != "read" and not args.turn_gate:
+        raise EvalError("--turn-gate-tail applies to arms with a --turn-gate only")
 
 
 def add_propose_option(parser: Any) -> None:
@@ -446,7 +455,10 @@ def run_row(backend: Any, row: dict[str, Any], sampler: Sampler,
                                        **({"propose": True} if turns and propose
                                           else {}),
                                        **({"ask": tgate.asks(inputs, turn_gate)}
-                                          if turns and turn_gate is not None else {}))
+                                          if turns and turn_gate is not None else {}),
+                                       **({"tail": sampler.turn_gate_tail}
+                                          if turns and turn_gate is not None
+                                          and sampler.turn_gate_tail != "read" else {}))
             generations = result.turns
         else:
             result = codec.run_request(bound, request, temperature=sampler.temperature,

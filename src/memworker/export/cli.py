@@ -15,7 +15,7 @@ from memworker.export import converter, gate
 from memworker.export.receipt import ExportError, default_publish_dir, record_live, record_waiver
 from memworker.export.release import BASE_GGUF, export_base, export_release
 from memworker.export.verify import verify_release
-from memworker.inference import hybrid
+from memworker.inference import codec, hybrid
 from memworker.prompts import EVENT_STAMPS
 from memworker.receipts import RELEASE_RECEIPT
 from memworker.turns import HISTORIES, TURN_QUOTES
@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "gate gives P(fact) below T is not asked "
                              "(memworker.inference.turn_gate); recorded as the release's worker; "
                              "evaluate the student so (eval/run.py --turn-gate student=T)")
+    parser.add_argument("--turn-gate-tail", default="read", choices=codec.TAILS,
+                        help="with --turn-gate: drop, the prompts end at the last asked turn's "
+                             "event (the unasked events after it are not read); recorded as the "
+                             "release's worker; evaluate the student so (eval/run.py "
+                             "--turn-gate-tail drop)")
     parser.add_argument("--with-rules", action="store_true",
                         help="the hybrid worker: the rules' extract claims kept beside the "
                              "student's (after its gate; memworker.inference.hybrid); recorded "
@@ -152,6 +157,7 @@ def run(args: argparse.Namespace) -> list[str]:
                                  propose=args.propose, turn_history=args.turn_history,
                                  event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
                                  claim_layout=args.claim_layout, turn_gate=args.turn_gate,
+                                 turn_gate_tail=args.turn_gate_tail,
                                  **hybrid.settings_of(args), **common)
         student = receipt["student"]
         art = receipt["artifacts"][student["gguf"]]

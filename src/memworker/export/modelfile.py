@@ -55,6 +55,7 @@ def worker_line(worker: dict[str, Any] | None) -> str | None:
             + (" and consolidate_rules=" if worker.get("consolidate_rules", "none") != "none"
                else "")
             + (" and turn_gate=" if worker.get("turn_gate") is not None else "")
+            + (" and turn_gate_tail=" if worker.get("turn_gate_tail", "read") != "read" else "")
             + "; Ollama alone applies neither)")
 
 
@@ -79,7 +80,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} consolidation by the rules"
                if worker.get("consolidate_rules", "none") != "none" else "")
             + (f"{sep} turns asked where the turn gate gives P(fact) >= {worker['turn_gate']:g}"
-               if worker.get("turn_gate") is not None else ""))
+               if worker.get("turn_gate") is not None else "")
+            + (f"{sep} the window read up to the last asked turn's event"
+               if worker.get("turn_gate_tail", "read") != "read" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

@@ -119,7 +119,10 @@ def _ran(config: dict[str, Any]) -> dict[str, Any]:
             **{key: policy for key, policy in hybrid.SETTINGS.items()
                if "student" in config.get(key, [])},
             **({"turn_gate": config["turn_gates"]["student"]}
-               if "student" in (config.get("turn_gates") or {}) else {})}
+               if "student" in (config.get("turn_gates") or {}) else {}),
+            **({"turn_gate_tail": sampler["turn_gate_tail"]}
+               if sampler.get("turn_gate_tail", "read") != "read"
+               and "student" in (config.get("turn_gates") or {}) else {})}
 
 
 def check_worker(folder: Path, receipt: dict[str, Any]) -> list[str]:

@@ -337,8 +337,8 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
                    turn_history: str = "answers", event_stamps: str = "full",
                    turn_quotes: str = "upto", claim_layout: str = "v3",
                    with_rules: str = "none", reflect_rules: str = "none",
-                   consolidate_rules: str = "none", turn_gate: float | None = None
-                   ) -> dict[str, Any]:
+                   consolidate_rules: str = "none", turn_gate: float | None = None,
+                   turn_gate_tail: str = "read") -> dict[str, Any]:
     """Export the student of the finished stage run `run_dir` into the release folder `out`;
     returns the release receipt. All refusals happen before anything is written.
 
@@ -350,7 +350,8 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
     how it writes a claim, `memworker.wire.LAYOUTS`; whether the rules' extract claims are kept
     beside its own, `memworker.inference.hybrid`; whether a reflection it abstains from falls back
     to the rules' answer, `hybrid.reflect_fallback`; whether the rules consolidate for it,
-    `hybrid.rules_result`; which turns the turn gate leaves unasked, `memworker.inference.turn_gate`):
+    `hybrid.rules_result`; which turns the turn gate leaves unasked, `memworker.inference.turn_gate`,
+    and whether the prompts end at the last asked turn's event, `codec.run_turns(tail=)`):
     the receipt's `worker`
     records them, the Modelfile names them, `MemWorkerBackend.from_release` applies them, and
     `export/verify.py` checks that every evaluation of the student ran it so."""
@@ -358,7 +359,7 @@ def export_release(run_dir: str | Path, out: str | Path, *, force: bool = False,
     try:
         worker = worker_config(extract_form, claim_gate, propose, turn_history, event_stamps,
                                turn_quotes, claim_layout, with_rules, reflect_rules,
-                               consolidate_rules, turn_gate)
+                               consolidate_rules, turn_gate, turn_gate_tail)
     except WorkerError as exc:
         raise ExportError(str(exc)) from None
     receipts = Path(receipts_dir) if receipts_dir else None

@@ -672,6 +672,10 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
 
 #: the answer of a turn the worker does not ask (`run_turns(ask=)`): no claim
 TURN_SKIPPED = '{"claims":[]}'
+#: what the prompts of a turns form with unasked turns show of the window after its last asked
+#: turn's event (`run_turns(tail=)`): "read" (the whole window, as trained) or "drop" (the window
+#: ends at that event: events the worker does not ask about after it are not read)
+TAILS = ("read", "drop")
 
 #: the text of a proposing turn's answer up to and including its first claim's opening bracket:
 #: the fork where the student either closes the list or opens a claim
@@ -729,7 +733,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
               retries: int = 1, own_quotes: bool = False, form: str = "turns",
               propose: bool = False, history: str = "answers",
               stamps: str = "full", layout: str = "v3",
-              ask: list[bool] | None = None) -> CodecResult:
+              ask: list[bool] | None = None, tail: str = "read") -> CodecResult:
     """Extraction in the turns form (`memworker.turns`): one turn per event that holds user
     words, each decoded and verified as an extract answer on its own (one retry each, as `run`),
     the next turn's prompt holding the accepted raw answers before it (so a backend that keeps
@@ -754,8 +758,16 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     (as `own_quotes`). `ask` (one flag per asked turn, `memworker.inference.turn_gate`): a turn
     whose flag is false is not generated; its answer is `TURN_SKIPPED` (`{"claims":[]}`), held
     in the conversation as the model's answer would be, and its attempt says
-    `finish_reason="skipped"` with no tokens and no seconds."""
+    `finish_reason="skipped"` with no tokens and no seconds. `tail` "drop" (with `ask`): the
+    prompts show the window up to the last asked turn's event only, as if the window ended there
+    (`TAILS`): the events after it, none of them asked, are not read; a window with no turn
+    asked calls nothing either way. The schemas, the quotes' checks and the merged answer still
+    hold the whole window."""
     wire.check_layout(layout)
+    if tail not in TAILS:
+        raise ValueError(f"tail {tail!r}: one of {', '.join(TAILS)}")
+    if tail == "drop" and ask is None:
+        raise ValueError("tail 'drop' drops the events after the last asked turn: it needs ask")
     if history not in turns_form.HISTORIES:
         raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
     check_stamps(stamps)
@@ -763,6 +775,11 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     asked = turns_form.asked(inputs["events"], form)
     if ask is not None and len(ask) != len(asked):
         raise ValueError(f"ask: {len(ask)} flags for {len(asked)} turns")
+    shown = inputs              # what the prompts show of the window
+    if tail == "drop" and any(ask or ()):
+        last = asked[max(k for k, a in enumerate(ask or ()) if a)].event
+        at = next(i for i, e in enumerate(inputs["events"]) if e["index"] == last)
+        shown = {**inputs, "events": inputs["events"][:at + 1]}
     generations: list[Attempt] = []
     answers: list[str] = []
     claims: list[Any] = []
@@ -775,9 +792,9 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
             answers.append(TURN_SKIPPED)
             diagnostics.append(f"{turn.label}: not asked (turn gate)")
             continue
-        messages = relayout(restamp(turns_form.messages(inputs, answers, form)
+        messages = relayout(restamp(turns_form.messages(shown, answers, form)
                                     if history == "answers"
-                                    else turns_form.once_messages(inputs, k, form), inputs,
+                                    else turns_form.once_messages(shown, k, form), shown,
                                     stamps), layout)
         request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
                                 own_quotes, propose, layout)

@@ -82,7 +82,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
                   event_stamps: str = "full", turn_quotes: str = "upto",
                   claim_layout: str = "v3", with_rules: str = "none",
                   reflect_rules: str = "none", consolidate_rules: str = "none",
-                  turn_gate: float | None = None) -> dict[str, Any]:
+                  turn_gate: float | None = None, turn_gate_tail: str = "read"
+                  ) -> dict[str, Any]:
     """The worker's configuration checked and in its normal form, as a release's `worker` record
     keeps it (the export writes it, `from_release` runs it, `MemWorkerBackend` checks it):
     WorkerError when invalid. `propose` (every turn answers a claim for the gate to keep or drop)
@@ -99,7 +100,9 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     `hybrid.reflect_fallback`), and `consolidate_rules` "rules" (consolidation requests answered
     by the rules, the model not called, `hybrid.rules_result`), and `turn_gate` T (the turns
     form: a turn whose event the turn gate gives P(fact) below T is not asked,
-    `memworker.inference.turn_gate`)."""
+    `memworker.inference.turn_gate`), and with it `turn_gate_tail` "drop" (the prompts end at the
+    last asked turn's event: the unasked events after it are not read, `codec.run_turns(tail=)`),
+    recorded only when set."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
@@ -149,6 +152,11 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
         if extract_form != "turns":
             raise WorkerError("a turn gate needs extract form turns (it decides which events "
                               "are asked)")
+    if turn_gate_tail not in codec.TAILS:
+        raise WorkerError(f"turn gate tail {turn_gate_tail!r}: one of {', '.join(codec.TAILS)}")
+    if turn_gate_tail != "read" and turn_gate is None:
+        raise WorkerError("turn gate tail " + repr(turn_gate_tail) + " needs a turn gate (it "
+                          "drops the unasked events after the last asked turn)")
     return {"extract_form": extract_form, "claim_gate": claim_gate,
             **({"propose": True} if propose else {}),
             **({"turn_history": turn_history} if turn_history != "answers" else {}),
@@ -158,7 +166,8 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
             **({"with_rules": with_rules} if with_rules != "none" else {}),
             **({"reflect_rules": reflect_rules} if reflect_rules != "none" else {}),
             **({"consolidate_rules": consolidate_rules} if consolidate_rules != "none" else {}),
-            **({"turn_gate": turn_gate} if turn_gate is not None else {})}
+            **({"turn_gate": turn_gate} if turn_gate is not None else {}),
+            **({"turn_gate_tail": turn_gate_tail} if turn_gate_tail != "read" else {})}
 
 
 def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,7 +178,8 @@ def record_config(worker: Mapping[str, Any]) -> dict[str, Any]:
                          worker.get("event_stamps", "full"), worker.get("turn_quotes", "upto"),
                          worker.get("claim_layout", "v3"), worker.get("with_rules", "none"),
                          worker.get("reflect_rules", "none"),
-                         worker.get("consolidate_rules", "none"), worker.get("turn_gate"))
+                         worker.get("consolidate_rules", "none"), worker.get("turn_gate"),
+                         worker.get("turn_gate_tail", "read"))
 
 
 def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]:
@@ -193,6 +203,8 @@ def worker_flags(worker: Mapping[str, Any], arm: str | None = None) -> list[str]
     if "turn_gate" in w:
         flags += ["--turn-gate", f"{w['turn_gate']:g}" if arm is None
                   else f"{arm}={w['turn_gate']:g}"]
+    if "turn_gate_tail" in w:
+        flags += ["--turn-gate-tail", w["turn_gate_tail"]]
     return flags
 
 
@@ -231,10 +243,12 @@ class MemWorkerBackend:
                  turn_history: str = "answers", event_stamps: str = "full",
                  turn_quotes: str = "upto", claim_layout: str = "v3",
                  with_rules: str = "none", reflect_rules: str = "none",
-                 consolidate_rules: str = "none", turn_gate: float | None = None):
+                 consolidate_rules: str = "none", turn_gate: float | None = None,
+                 turn_gate_tail: str = "read"):
         worker_config(extract_form, claim_gate.spec if isinstance(claim_gate, ClaimGate)
                       else claim_gate, propose, turn_history, event_stamps, turn_quotes,
-                      claim_layout, with_rules, reflect_rules, consolidate_rules, turn_gate)
+                      claim_layout, with_rules, reflect_rules, consolidate_rules, turn_gate,
+                      turn_gate_tail)
         self.backend = backend
         #: the claim confidence gate (`memworker.inference.gate`; a `ClaimGate` or its spec,
         #: e.g. "first(predicate)+first(value)>=-0.249"): extract claims the model scores below
@@ -271,6 +285,9 @@ class MemWorkerBackend:
         #: the turns form: a turn whose event the turn gate gives P(fact) below this is not
         #: asked (`memworker.inference.turn_gate`, `codec.run_turns(ask=)`); None: every turn
         self.turn_gate = turn_gate
+        #: with a turn gate: "drop", the prompts end at the last asked turn's event (the unasked
+        #: events after it are not read, `codec.run_turns(tail=)`); "read", the whole window
+        self.turn_gate_tail = turn_gate_tail
         self.temperature, self.seed = temperature, seed
         self.use_grammar, self.budget_tokens = use_grammar, budget_tokens
         self.max_tokens = max_tokens  # None: derived from each request's schema
@@ -304,7 +321,7 @@ class MemWorkerBackend:
             raise InputError(f"{path}: not a release receipt with a student ({exc})") from None
         clash = sorted({"extract_form", "claim_gate", "propose", "turn_history",
                         "event_stamps", "turn_quotes", "claim_layout", "with_rules",
-                        "reflect_rules", "consolidate_rules", "turn_gate"}
+                        "reflect_rules", "consolidate_rules", "turn_gate", "turn_gate_tail"}
                        & set(kwargs))
         if clash:
             raise InputError(f"from_release takes {', '.join(clash)} from the receipt's worker")
@@ -319,7 +336,8 @@ class MemWorkerBackend:
                              with_rules=worker.get("with_rules", "none"),
                              reflect_rules=worker.get("reflect_rules", "none"),
                              consolidate_rules=worker.get("consolidate_rules", "none"),
-                             turn_gate=worker.get("turn_gate"), **kwargs)
+                             turn_gate=worker.get("turn_gate"),
+                             turn_gate_tail=worker.get("turn_gate_tail", "read"), **kwargs)
 
     @classmethod
     def from_ollama(cls, model: str, *, host: str | None = None, **kwargs: Any) -> MemWorkerBackend:
@@ -353,7 +371,9 @@ class MemWorkerBackend:
                                        **({"layout": self.claim_layout}
                                           if self.claim_layout != "v3" else {}),
                                        **({"ask": asks(inputs, self.turn_gate)}
-                                          if self.turn_gate is not None else {}))
+                                          if self.turn_gate is not None else {}),
+                                       **({"tail": self.turn_gate_tail}
+                                          if self.turn_gate_tail != "read" else {}))
         else:
             result = codec.run(backend, task, inputs, temperature=self.temperature,
                                seed=self.seed, use_grammar=self.use_grammar,

@@ -132,7 +132,8 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
     sampler = Sampler(seed=args.seed, n_ctx=args.n_ctx, threads=args.threads,
                       grammar=not args.no_grammar, max_tokens_cap=args.max_tokens,
                       extract_form=args.extract_form, turn_history=args.turn_history,
-                      event_stamps=args.event_stamps, turn_quotes=args.turn_quotes)
+                      event_stamps=args.event_stamps, turn_quotes=args.turn_quotes,
+                      turn_gate_tail=args.turn_gate_tail)
     gates = {a.name: a.claim_gate for a in arms if a.claim_gate is not None}
     proposing = sorted(a.name for a in arms if a.propose)
     config = {"arms": {a.name: a.spec for a in arms}, "sampler": eval_runner.sampler_doc(sampler),
@@ -190,6 +191,8 @@ def _main(args: argparse.Namespace, record_live: RecordLive | None = None) -> in
                                   event_stamps=sampler.event_stamps if model else "full",
                                   turn_quotes=sampler.turn_quotes if model else "upto",
                                   turn_gate=arm.turn_gate if model else None,
+                                  turn_gate_tail=sampler.turn_gate_tail
+                                  if model and arm.turn_gate is not None else "read",
                                   **hybrid.settings_of(arm))
         clock = [time.perf_counter()]
 

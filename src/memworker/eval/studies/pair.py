@@ -54,7 +54,7 @@ from memworker.inference.verifier import Verifier, VerifierError
 
 #: sampler fields two folders must share for their arms to be compared
 SAMPLER_FIELDS = ("extract_form", "max_tokens_cap", "grammar", "turn_quotes", "turn_history",
-                  "event_stamps", "claim_layout")
+                  "event_stamps", "claim_layout", "turn_gate_tail")
 
 
 def parse_arm(spec: str) -> tuple[str, Path, str]:
