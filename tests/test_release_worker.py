@@ -164,13 +164,20 @@ def test_from_release_runs_the_student_as_its_receipt_says(tmp_path, monkeypatch
     assert seen == {"path": folder / "s.gguf", "n_ctx": 2048, **TURNS, "propose": False,
                     "turn_history": "answers", "event_stamps": "full", "turn_quotes": "upto",
                     "claim_layout": "v3", "with_rules": "none",
-                    "reflect_rules": "none", "consolidate_rules": "none", "turn_gate": None}
+                    "reflect_rules": "none", "consolidate_rules": "none", "turn_gate": None,
+                    "turn_gate_tail": "read"}
     receipt["worker"] = {**TURNS, "turn_gate": 0.4}
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)
-    assert seen["turn_gate"] == 0.4
+    assert seen["turn_gate"] == 0.4 and seen["turn_gate_tail"] == "read"
     with pytest.raises(InputError, match="from the receipt's worker"):
         MemWorkerBackend.from_release(folder, turn_gate=0.5)
+    receipt["worker"] = {**TURNS, "turn_gate": 0.95, "turn_gate_tail": "drop"}
+    (folder / "release-receipt.json").write_text(json.dumps(receipt))
+    MemWorkerBackend.from_release(folder)
+    assert seen["turn_gate_tail"] == "drop"
+    with pytest.raises(InputError, match="from the receipt's worker"):
+        MemWorkerBackend.from_release(folder, turn_gate_tail="read")
     receipt["worker"] = {**TURNS, "claim_layout": "v6"}
     (folder / "release-receipt.json").write_text(json.dumps(receipt))
     MemWorkerBackend.from_release(folder)
