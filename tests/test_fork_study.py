@@ -79,6 +79,12 @@ def test_a_higher_threshold_never_writes_more_and_the_oracle_asks_only_fact_turn
     assert written == sorted(written, reverse=True)
     assert [d["tokens_median"] for d in designs] == sorted((d["tokens_median"] for d in designs),
                                                            reverse=True)
+    # each turn cut after its first claim: only first claims written, never more tokens
+    one = replay.design(-math.inf, False, one_claim=True)
+    firsts = sum(k == 0 for w in replay.windows for _, k in w.origin)
+    assert one["claims_written"] == firsts < designs[0]["claims_written"]
+    assert one["tokens_median"] < designs[0]["tokens_median"] and one["one_claim"]
+    assert all(t.first_claim <= t.recorded for w in replay.windows for t in w.turns)
     oracle = replay.design(-math.inf, False, oracle=True)
     no_fact = sum(not f for w in replay.windows for f in w.fact_turns)
     assert oracle["turns_cut"] == no_fact > 0
@@ -102,8 +108,10 @@ def test_the_command_prints_the_table_and_refuses_a_folder_without_log_probabili
     assert "--corpus val: no --folder of that set" in capsys.readouterr().err
     # --first N replays the first N windows, those `bench.py --worker natural-dev:N` times
     assert study.main(["--folder", f"nd={FOLDER}:n1", *here, "--thresholds=-inf", "--first", "5",
-                       "--json", str(target)]) == 0
+                       "--one-claim", "--json", str(target)]) == 0
+    assert "each turn cut after its first claim" in capsys.readouterr().out
     first = json.loads(target.read_text())["sets"]["nd"]
+    assert [d["one_claim"] for d in first["designs"]] == [False, False, False, True]
     assert first["rows"] == 5 and first["designs"][0]["turns"] < figures["sets"]["nd"][
         "designs"][0]["turns"]
     with pytest.raises(SystemExit):

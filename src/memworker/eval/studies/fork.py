@@ -98,20 +98,26 @@ class Turn:
         # the first claim that repeats one before it in the same answer, and what stopping there
         # costs: the accepted answer's pieces up to that claim's end, the tokens that close it,
         # and the tokens of the attempts a retry replaced
+        def cut_at(end: int) -> int:
+            pieces, written = 0, 0
+            for piece, _ in tokens or []:
+                if written >= end:
+                    break
+                written += len(piece)
+                pieces += 1
+            return pieces + CLOSE_TOKENS + sum(tokens_of[:-1])
+
         self.repeat_at: int | None = None
         self.stopped = self.recorded
+        spans = [s["claim"] for s in claim_spans(raw)]
+        # a turn cut after its first claim (the grammar's maxItems 1): its tokens up to that end
+        self.first_claim = min(self.recorded, cut_at(spans[0][1])) if spans else self.recorded
         seen: set[str] = set()
-        for k, span in enumerate(s["claim"] for s in claim_spans(raw)):
+        for k, span in enumerate(spans):
             text = raw[span[0]:span[1]]
             if text in seen:
                 self.repeat_at = k
-                pieces, written = 0, 0
-                for piece, _ in tokens or []:
-                    if written >= span[1]:
-                        break
-                    written += len(piece)
-                    pieces += 1
-                self.stopped = pieces + CLOSE_TOKENS + sum(tokens_of[:-1])
+                self.stopped = cut_at(span[1])
                 break
             seen.add(text)
 
@@ -158,19 +164,23 @@ class Window:
                 for fact, p in zip(self.fact_turns, self.asked_by or [1.0] * len(self.turns),
                                    strict=True)]
 
-    def tokens(self, threshold: float, stop_repeats: bool, skipped: list[bool]) -> int:
-        """The answer tokens of the window under a design (`skipped`: `self.skipped`'s)."""
+    def tokens(self, threshold: float, stop_repeats: bool, skipped: list[bool],
+               one_claim: bool = False) -> int:
+        """The answer tokens of the window under a design (`skipped`: `self.skipped`'s;
+        `one_claim`: each turn cut after its first claim)."""
         return sum(0 if skip
                    else t.fork_tokens if t.fork < threshold
+                   else t.first_claim if one_claim
                    else (t.stopped if stop_repeats else t.recorded)
                    for t, skip in zip(self.turns, skipped, strict=True))
 
-    def alive(self, threshold: float, stop_repeats: bool, skipped: list[bool]) -> list[bool]:
+    def alive(self, threshold: float, stop_repeats: bool, skipped: list[bool],
+              one_claim: bool = False) -> list[bool]:
         """Per output claim: whether the design still writes it (`skipped`: `self.skipped`'s)."""
         out = []
         for turn, k in self.origin:
             t = self.turns[turn]
-            out.append(t.fork >= threshold and not skipped[turn]
+            out.append(t.fork >= threshold and not skipped[turn] and not (one_claim and k > 0)
                        and not (stop_repeats and t.repeat_at is not None and k > t.repeat_at))
         return out
 
@@ -196,13 +206,13 @@ class SetReplay:
             self.keep.append(gate_mask(gate, row, sample, stats, verifier))
 
     def design(self, threshold: float, stop_repeats: bool, oracle: bool = False,
-               turn_gate: float | None = None) -> dict[str, Any]:
+               turn_gate: float | None = None, one_claim: bool = False) -> dict[str, Any]:
         counts = [0, 0, 0, 0]
         tokens, turns_cut, turns, written = [], 0, 0, 0
         for (row, sample, rules, _), window, keep in zip(self.rows.items, self.windows,
                                                          self.keep, strict=True):
             skipped = window.skipped(oracle, turn_gate)
-            alive = window.alive(threshold, stop_repeats, skipped)
+            alive = window.alive(threshold, stop_repeats, skipped, one_claim)
             written += sum(alive)
             gated = _only(sample, [a and k for a, k in zip(alive, keep, strict=True)])
             if self.union:
@@ -210,13 +220,13 @@ class SetReplay:
             c = grade_sample(row, gated)["counts"]
             counts = [a + c[k] for a, k in zip(counts, ("claims", "supported", "covered",
                                                         "required"), strict=True)]
-            tokens.append(window.tokens(threshold, stop_repeats, skipped))
+            tokens.append(window.tokens(threshold, stop_repeats, skipped, one_claim))
             turns += len(window.turns)
             turns_cut += sum(t.fork < threshold or skip
                              for t, skip in zip(window.turns, skipped, strict=True))
         tokens.sort()
         return {"threshold": threshold, "stop_repeats": stop_repeats, "oracle": oracle,
-                "turn_gate": turn_gate,
+                "turn_gate": turn_gate, "one_claim": one_claim,
                 "turns": turns, "turns_cut": turns_cut, "claims_written": written,
                 "kept": counts[0], "supported": counts[1], "covered": counts[2],
                 "required": counts[3],
@@ -225,13 +235,18 @@ class SetReplay:
 
 
 def study(sets: list[SetReplay], thresholds: tuple[float, ...] = THRESHOLDS,
-          turn_gates: tuple[float, ...] = ()) -> dict[str, Any]:
+          turn_gates: tuple[float, ...] = (), one_claim: bool = False) -> dict[str, Any]:
+    """Every design of each set: the fork thresholds with and without the repeat stop, the
+    oracle, the turn gates, and with `one_claim` today's worker and each turn gate with every
+    turn cut after its first claim."""
     return {"sets": {s.name: {"folder": str(s.folder), "model": s.model, "union": s.union,
                               "rows": len(s.windows),
                               "designs": [s.design(t, r) for r in (False, True)
                                           for t in thresholds]
                               + [s.design(-math.inf, False, oracle=True)]
-                              + [s.design(-math.inf, False, turn_gate=g) for g in turn_gates]}
+                              + [s.design(-math.inf, False, turn_gate=g) for g in turn_gates]
+                              + ([s.design(-math.inf, False, turn_gate=g, one_claim=True)
+                                  for g in (None, *turn_gates)] if one_claim else [])}
                      for s in sets}}
 
 
@@ -251,6 +266,8 @@ def report(figures: dict[str, Any], gate: str) -> list[str]:
                 t = "oracle: only the turns whose event holds a gold fact are asked (a bound)"
             if d.get("turn_gate") is not None:
                 t = f"turn gate: only the turns with P(fact) >= {d['turn_gate']:g} are asked"
+            if d.get("one_claim"):
+                t += ", each turn cut after its first claim"
             lines.append(f"| {t} | {'yes' if d['stop_repeats'] else 'no'} | "
                          f"{d['turns_cut']}/{d['turns']} | {d['claims_written']} | "
                          f"{d['kept']}, {d['supported']}, {d['covered']} of {d['required']} | "
@@ -286,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", action="append", default=[], metavar="SET=DIR",
                    help="read SET's rows from DIR, a copy of the corpus the folder recorded "
                         "(same manifest sha256), instead of the recorded path (repeatable)")
+    p.add_argument("--one-claim", action="store_true",
+                   help="also replay each turn cut after its first claim (a grammar's maxItems "
+                        "1), today's worker and at each --turn-gate threshold")
     p.add_argument("--first", type=int, default=None, metavar="N",
                    help="replay only each folder's first N extract windows (in the set's order: "
                         "the windows `inference/bench.py --worker SET:N` times)")
@@ -306,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                                   first=args.first))
         if corpora:
             raise EvalError(f"--corpus {', '.join(sorted(corpora))}: no --folder of that set")
-        figures = study(sets, args.thresholds, args.turn_gate)
+        figures = study(sets, args.thresholds, args.turn_gate, args.one_claim)
     except (EvalError, GateError, VerifierError, TurnGateError, OSError, KeyError,
             ValueError) as exc:
         print(f"eval/studies/fork.py: error: {exc}", file=sys.stderr)
