@@ -265,6 +265,7 @@ def test_the_verifier_gate_reads_the_claims_not_log_probabilities():
     # only a log-probability gate makes the worker ask its backend for log-probabilities
     assert not needs_logprobs(gate) and not needs_logprobs(gate.spec) and not needs_logprobs(None)
     assert needs_logprobs(ClaimGate(-1.0)) and needs_logprobs("first(predicate)+first(value)>=-1")
+    assert gate.needs_verifier and not ClaimGate(-1.0).needs_verifier
     assert ClaimGate.parse(gate.spec) == gate
     worker = MemWorkerBackend(ReplayBackend([answer]), claim_gate=gate)
     claims = worker.extract(MESSAGES, observed_at=WHEN)
@@ -297,6 +298,7 @@ def test_an_either_gate_keeps_a_claim_that_either_part_keeps():
     gate = ClaimGate.parse(spec)
     assert gate.spec == spec and ClaimGate.parse(gate.spec) == gate
     assert gate.either == ClaimGate(bar, VERIFIER) and gate.needs_logprobs and needs_logprobs(spec)
+    assert gate.needs_verifier                    # through its second part
     # the log-probability part alone drops the nurse (-3.1), keeps the wrong claim (-0.2)
     alone = MemWorkerBackend(TokenReplay([(answer, logprobs)]), claim_gate=f"{DEFAULT_SCORE}>=-1")
     assert [c["value"] for c in alone.extract(MESSAGES, observed_at=WHEN)] == ["Porto", "cook"]

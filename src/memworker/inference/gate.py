@@ -299,6 +299,11 @@ class ClaimGate:
         an either-gate does when one of its parts does)."""
         return self.score != VERIFIER or (self.either is not None and self.either.needs_logprobs)
 
+    @property
+    def needs_verifier(self) -> bool:
+        """Whether the gate reads the verifier's P(keep) (it, or one part of an either-gate)."""
+        return self.score == VERIFIER or (self.either is not None and self.either.needs_verifier)
+
     def keep(self, fields: Fields) -> bool:
         if self.score == VERIFIER or self.either is not None:
             raise ValueError("the verifier gate reads claims, not log-probabilities: use apply")

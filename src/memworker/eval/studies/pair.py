@@ -106,7 +106,9 @@ def gated_sample(row: dict[str, Any], sample: dict[str, Any], gate: ClaimGate,
     if gate.needs_logprobs and stats is None:
         raise EvalError(f"{sample['id']}: no token log-probabilities for the gate "
                         f"{gate.spec!r} (run the arm with eval/run.py --logprobs)")
-    out = _only(sample, gate_mask(gate, row, sample, stats, verifier or Verifier.load()))
+    if verifier is None and gate.needs_verifier:
+        verifier = Verifier.load()
+    out = _only(sample, gate_mask(gate, row, sample, stats, verifier))
     out["verdicts"] = grade_sample(row, out)
     return out
 
@@ -171,7 +173,7 @@ def load_pair(specs: list[str], differ: tuple[str, ...] = (),
         raise EvalError(f"--gate/--with-rules {', '.join(unknown)}: not an arm compared here")
     by_id = {r["id"]: r for r in rows}
     if gates:
-        verifier = Verifier.load()
+        verifier = Verifier.load() if any(g.needs_verifier for g in gates.values()) else None
         samples = [gated_sample(by_id[s["id"]], s, gates[s["arm"]], verifier)
                    if s["arm"] in gates else s for s in samples]
     for name, folder, _ in arms:

@@ -179,13 +179,13 @@ def gate_keeps(gate: Any, fields: Any, prob: float) -> bool:
 
 
 def gate_mask(gate: Any, row: dict[str, Any], sample: dict[str, Any],
-              stats: list[Fields] | None, verifier: Any) -> list[bool]:
+              stats: list[Fields] | None, verifier: Any | None) -> list[bool]:
     """Per claim of an extract sample's output: whether the claim gate `gate` keeps it
     (`gate_keeps`), from the claims' field statistics `stats` (`kept_claim_stats`; None when the
-    gate reads no log-probabilities) and, only when the gate reads it, the verifier's P(keep)."""
+    gate reads no log-probabilities) and, only when the gate reads it
+    (`ClaimGate.needs_verifier`), the verifier's P(keep) (`verifier`; None when it does not)."""
     claims = sample["output"]["claims"]
-    reads = gate.score == VERIFIER or (gate.either is not None and gate.either.score == VERIFIER)
-    probs = [verifier.prob(c, row["input"]) for c in claims] if reads else [0.0] * len(claims)
+    probs = [verifier.prob(c, row["input"]) for c in claims] if gate.needs_verifier \
+        else [0.0] * len(claims)
     return [gate_keeps(gate, f, p) for f, p in
             zip(stats if stats is not None else [None] * len(claims), probs, strict=True)]
-
