@@ -131,6 +131,13 @@ class StageConfig:
                             "facts in fewer, longer messages, labels carried over), in the "
                             "window, turns or sentences form; val unchanged (train/README \"Longer "
                             "messages\")")
+    extract_keep: str | None = _f(None, "a keep file (eval/studies/keep_facts.py: each "
+                                  "train-split window's gold facts a student's recorded claims "
+                                  "cover): the train extract windows of the corpus and "
+                                  "mix_corpus it lists train on those facts only, the ones it "
+                                  "does not list are left out; a corpus it does not name and val "
+                                  "unchanged (null: every window, all its gold; train/README "
+                                  "\"Only what it gets right\")")
     batch_size: int = _f(1, "rows per device per micro-batch (the most rows, with max_batch_tokens)")
     max_batch_tokens: int = _f(0, "with share_prefix or packing: at most this many padded tokens "
                                "per batch (rows x longest row; packed: the sum of the rows' "
@@ -233,6 +240,8 @@ class StageConfig:
             problems.append(f"merged_days must be between 0 and 1, not {self.merged_days}")
         elif self.merged_days and self.extract_form == "walk":
             problems.append("merged_days needs the window, turns or sentences form, not walk")
+        if self.extract_keep and self.merged_days:
+            problems.append("extract_keep and merged_days together are not built")
         if self.claim_layout not in LAYOUTS:
             problems.append(f"claim_layout must be one of {', '.join(LAYOUTS)}, not "
                             f"{self.claim_layout!r}")
@@ -264,7 +273,7 @@ class StageConfig:
 
 #: fields added after runs were recorded, at the default that reproduces those runs
 LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full", "parent_from": "stage",
-                                  "claim_layout": "v3"}
+                                  "claim_layout": "v3", "extract_keep": None}
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 

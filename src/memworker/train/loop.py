@@ -27,7 +27,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from memworker import packing, prompts, receipts, turns
+from memworker import packing, prompts, receipts, turns, wire
 from memworker.corpus import load_rows
 from memworker.hashing import write_json
 from memworker.prompts import PromptError, restamp
@@ -292,6 +292,75 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
     return out
 
 
+KEEP_KIND = "memworker-extract-keep"   # memworker.eval.studies.keep_facts.KIND
+
+
+def _read_keep(cfg: StageConfig) -> dict[str, Any] | None:
+    """`cfg.extract_keep`'s keep file, checked for its kind and shape; None without one."""
+    if not cfg.extract_keep:
+        return None
+    path = Path(cfg.extract_keep)
+    try:
+        keep = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise RunError(f"stage {cfg.name}: extract_keep {path} does not exist; build it with "
+                       "`python eval/studies/keep_facts.py`") from None
+    except (OSError, ValueError) as exc:
+        raise RunError(f"stage {cfg.name}: extract_keep {path} is not JSON ({exc})") from None
+    if not (isinstance(keep, dict) and keep.get("kind") == KEEP_KIND
+            and isinstance(keep.get("corpora"), dict)):
+        raise RunError(f"stage {cfg.name}: extract_keep {path} is not a keep file (kind "
+                       f"{KEEP_KIND!r} with corpora); build it with "
+                       "`python eval/studies/keep_facts.py`")
+    return keep
+
+
+def _kept_rows(cfg: StageConfig, folder: Path, rows: list[dict], keep: dict[str, Any],
+               provenance: dict[str, Any]) -> list[dict]:
+    """`rows` (a train split's wire rows) with each extract window the keep file lists for this
+    corpus (by its manifest's sha256) answered with the listed gold facts only, in their order,
+    and the extract windows it does not list left out; the other tasks' rows unchanged; a corpus
+    the file does not name, unchanged. A listed id that is no train extract window of the corpus
+    is refused (a keep file built from another split). The counts go to
+    `provenance["keep"][str(folder)]`."""
+    sha = report.file_sha(folder / "manifest.json")
+    listed = keep["corpora"].get(sha)
+    if listed is None:   # a corpus the file does not name: every window, all its gold
+        provenance.setdefault("keep", {})[str(folder)] = {"listed": False}
+        return rows
+    ids = {r["id"] for r in rows if r["task"] == "extract"}
+    stray = sorted(set(listed) - ids)
+    if stray:
+        raise RunError(f"stage {cfg.name}: extract_keep {cfg.extract_keep} lists {len(stray)} "
+                       f"window(s) that are no train extract row of {folder}, e.g. {stray[0]}")
+    out, facts, dropped = [], 0, 0
+    for r in rows:
+        if r["task"] != "extract":
+            out.append(r)
+            continue
+        if r["id"] not in listed:
+            continue
+        answer = json.loads(r["messages"][-1]["content"])
+        chosen = listed[r["id"]]
+        if (not isinstance(chosen, list) or len(set(chosen)) != len(chosen)
+                or not all(isinstance(i, int) and 0 <= i < len(answer["claims"])
+                           for i in chosen)):
+            raise RunError(f"stage {cfg.name}: extract_keep {cfg.extract_keep}: window "
+                           f"{r['id']} lists {chosen!r}, not distinct fact indices below "
+                           f"{len(answer['claims'])}")
+        keep_set = set(chosen)
+        claims = [c for i, c in enumerate(answer["claims"]) if i in keep_set]
+        facts += len(claims)
+        dropped += len(answer["claims"]) - len(claims)
+        content = wire.dump_answer("extract", {**answer, "claims": claims})
+        out.append({**r, "messages": [*r["messages"][:-1],
+                                      {**r["messages"][-1], "content": content}]})
+    provenance.setdefault("keep", {})[str(folder)] = {
+        "listed": True, "windows": len(listed), "windows_left_out": len(ids) - len(listed),
+        "facts": facts, "facts_dropped": dropped}
+    return out
+
+
 def _merged_rows(folder: Path, cfg: StageConfig) -> list[dict]:
     """The train split's extract windows in `cfg.merged_days`' share, each day's user messages
     merged into one (`memworker.packing`), in the stage's form; windows that do not merge, and
@@ -308,7 +377,8 @@ def _merged_rows(folder: Path, cfg: StageConfig) -> list[dict]:
 
 
 def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: set[str],
-              provenance: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+              provenance: dict[str, Any], keep: dict[str, Any] | None = None
+              ) -> tuple[list[dict], list[dict]]:
     """`cfg.mix_corpus`'s train rows as `cfg.mix_share` of all train rows (its seeded order
     cycled: pass k of a row is ordered by (seed, "mixed", id, k)), and its first `val_rows` val
     rows after the stage's own; the count and passes recorded in `provenance["mix"]`."""
@@ -316,6 +386,8 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
     manifest = tdata.verify_corpus(folder)
     excluded: list[str] = []
     pool = [r for r in _load_split(folder, "train", cfg.seed) if r["task"] not in left_out]
+    if keep is not None:
+        pool = _kept_rows(cfg, folder, pool, keep, provenance)
     extra = [r for r in _load_split(folder, "val", cfg.seed) if r["task"] not in left_out]
     extra = extra[: cfg.val_rows] if cfg.val_rows else extra
     if _forming(cfg):
@@ -352,17 +424,23 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
     val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
     val = val[: cfg.val_rows] if cfg.val_rows else val
+    keep = _read_keep(cfg)
+    provenance: dict[str, Any] = {
+        "corpus": str(corpus),
+        "manifest_sha256": manifest_sha256,
+        "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
+    }
+    if keep is not None:
+        provenance["extract_keep"] = {"file": str(cfg.extract_keep),
+                                      "sha256": report.file_sha(Path(cfg.extract_keep)),
+                                      "facts": keep.get("facts")}
+        train = _kept_rows(cfg, corpus, train, keep, provenance)
     if _forming(cfg):
         train = _form_rows(corpus, "train", train, cfg.extract_form, stamps=cfg.event_stamps)
         val = _form_rows(corpus, "val", val, cfg.extract_form, stamps=cfg.event_stamps)
     merged = _merged_rows(corpus, cfg) if cfg.merged_days else []
     if merged:
         train = tdata.seeded_order(train + merged, cfg.seed, "merged")
-    provenance: dict[str, Any] = {
-        "corpus": str(corpus),
-        "manifest_sha256": manifest_sha256,
-        "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
-    }
     if cfg.replay_fraction > 0:
         replay_dir = Path(cfg.replay_corpus)
         replay_manifest = tdata.verify_corpus(replay_dir, "coding")
@@ -379,7 +457,7 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         }
         train = tdata.seeded_order(train + pool[:n], cfg.seed, "mix")
     if cfg.mix_share > 0:
-        train, val = _mix_rows(cfg, train, val, left_out, provenance)
+        train, val = _mix_rows(cfg, train, val, left_out, provenance, keep)
     if cfg.extract_form != "window":
         provenance["extract_form"] = cfg.extract_form
     if cfg.event_stamps != "full":
