@@ -295,13 +295,15 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
 KEEP_KIND = "memworker-extract-keep"   # memworker.eval.studies.keep_facts.KIND
 
 
-def _read_keep(cfg: StageConfig) -> dict[str, Any] | None:
-    """`cfg.extract_keep`'s keep file, checked for its kind and shape; None without one."""
+def _read_keep(cfg: StageConfig) -> tuple[dict[str, Any], str] | None:
+    """`cfg.extract_keep`'s keep file, checked for its kind and shape, and the sha256 of the
+    bytes it was parsed from; None without one."""
     if not cfg.extract_keep:
         return None
     path = Path(cfg.extract_keep)
     try:
-        keep = json.loads(path.read_text("utf-8"))
+        data = path.read_bytes()
+        keep = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise RunError(f"stage {cfg.name}: extract_keep {path} does not exist; build it with "
                        "`python eval/studies/keep_facts.py`") from None
@@ -312,19 +314,18 @@ def _read_keep(cfg: StageConfig) -> dict[str, Any] | None:
         raise RunError(f"stage {cfg.name}: extract_keep {path} is not a keep file (kind "
                        f"{KEEP_KIND!r} with corpora); build it with "
                        "`python eval/studies/keep_facts.py`")
-    return keep
+    return keep, tdata.sha256_bytes(data)
 
 
-def _kept_rows(cfg: StageConfig, folder: Path, rows: list[dict], keep: dict[str, Any],
-               provenance: dict[str, Any]) -> list[dict]:
+def _kept_rows(cfg: StageConfig, folder: Path, manifest_sha256: str, rows: list[dict],
+               keep: dict[str, Any], provenance: dict[str, Any]) -> list[dict]:
     """`rows` (a train split's wire rows) with each extract window the keep file lists for this
-    corpus (by its manifest's sha256) answered with the listed gold facts only, in their order,
+    corpus (by its manifest's sha256, `manifest_sha256`) answered with the listed gold facts only, in their order,
     and the extract windows it does not list left out; the other tasks' rows unchanged; a corpus
     the file does not name, unchanged. A listed id that is no train extract window of the corpus
     is refused (a keep file built from another split). The counts go to
     `provenance["keep"][str(folder)]`."""
-    sha = report.file_sha(folder / "manifest.json")
-    listed = keep["corpora"].get(sha)
+    listed = keep["corpora"].get(manifest_sha256)
     if listed is None:   # a corpus the file does not name: every window, all its gold
         provenance.setdefault("keep", {})[str(folder)] = {"listed": False}
         return rows
@@ -342,9 +343,10 @@ def _kept_rows(cfg: StageConfig, folder: Path, rows: list[dict], keep: dict[str,
             continue
         answer = json.loads(r["messages"][-1]["content"])
         chosen = listed[r["id"]]
-        if (not isinstance(chosen, list) or len(set(chosen)) != len(chosen)
+        if (not isinstance(chosen, list)
                 or not all(isinstance(i, int) and 0 <= i < len(answer["claims"])
-                           for i in chosen)):
+                           for i in chosen)
+                or len(set(chosen)) != len(chosen)):
             raise RunError(f"stage {cfg.name}: extract_keep {cfg.extract_keep}: window "
                            f"{r['id']} lists {chosen!r}, not distinct fact indices below "
                            f"{len(answer['claims'])}")
@@ -384,10 +386,11 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
     rows after the stage's own; the count and passes recorded in `provenance["mix"]`."""
     folder = Path(cfg.mix_corpus)
     manifest = tdata.verify_corpus(folder)
+    manifest_sha256 = report.file_sha(folder / "manifest.json")
     excluded: list[str] = []
     pool = [r for r in _load_split(folder, "train", cfg.seed) if r["task"] not in left_out]
     if keep is not None:
-        pool = _kept_rows(cfg, folder, pool, keep, provenance)
+        pool = _kept_rows(cfg, folder, manifest_sha256, pool, keep, provenance)
     extra = [r for r in _load_split(folder, "val", cfg.seed) if r["task"] not in left_out]
     extra = extra[: cfg.val_rows] if cfg.val_rows else extra
     if _forming(cfg):
@@ -405,7 +408,7 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
         "corpus": str(folder), "rows": n, "share": round(n / (n + len(train)), 4),
         "distinct_rows": min(n, len(pool)), "passes": round(n / len(pool), 3),
         "val_rows": len(extra), "form_excluded": excluded,
-        "manifest_sha256": report.file_sha(folder / "manifest.json"),
+        "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
     return [r for _, r in sorted(tagged, key=lambda t: t[0])], val + extra
@@ -424,17 +427,17 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
     val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
     val = val[: cfg.val_rows] if cfg.val_rows else val
-    keep = _read_keep(cfg)
+    read = _read_keep(cfg)
+    keep = read[0] if read else None
     provenance: dict[str, Any] = {
         "corpus": str(corpus),
         "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
-    if keep is not None:
-        provenance["extract_keep"] = {"file": str(cfg.extract_keep),
-                                      "sha256": report.file_sha(Path(cfg.extract_keep)),
+    if read is not None:
+        provenance["extract_keep"] = {"file": str(cfg.extract_keep), "sha256": read[1],
                                       "facts": keep.get("facts")}
-        train = _kept_rows(cfg, corpus, train, keep, provenance)
+        train = _kept_rows(cfg, corpus, manifest_sha256, train, keep, provenance)
     if _forming(cfg):
         train = _form_rows(corpus, "train", train, cfg.extract_form, stamps=cfg.event_stamps)
         val = _form_rows(corpus, "val", val, cfg.extract_form, stamps=cfg.event_stamps)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from memworker.eval.runner import EvalError, grade_sample
-from memworker.eval.studies.rowtools import gate_mask, kept_claim_stats, read_folder
-from memworker.eval.studies.verifier_auc import _only
+from memworker.eval.studies.pair import gated_sample
+from memworker.eval.studies.rowtools import read_folder
 from memworker.hashing import write_json
 from memworker.inference.gate import ClaimGate, GateError
 from memworker.inference.verifier import DEFAULT_WEIGHTS, Verifier, VerifierError
@@ -48,13 +48,9 @@ def keep_folder(folder: Path, arm: str, facts: str, gate: ClaimGate | None,
             continue
         answer = sample if sample.get("output") is not None else {**sample, "output":
                                                                   {"claims": []}}
-        if facts == "kept" and answer["output"]["claims"]:
-            stats = kept_claim_stats(sample, row["input"]) if gate.needs_logprobs else None
-            if gate.needs_logprobs and stats is None:
-                raise EvalError(f"{folder}: arm {arm!r} has no token log-probabilities for "
-                                f"{gate}; run it with `eval/run.py --logprobs`")
-            answer = _only(answer, gate_mask(gate, row, sample, stats, verifier))
-        cover = sorted(grade_sample(row, answer)["facts_covered"])
+        verdicts = gated_sample(row, answer, gate, verifier)["verdicts"] \
+            if facts == "kept" and answer["output"]["claims"] else grade_sample(row, answer)
+        cover = sorted(verdicts["facts_covered"])
         listed[row["id"]] = cover
         total += len((row.get("gold") or {}).get("claims", []))
         covered += len(cover)
