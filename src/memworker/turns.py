@@ -228,13 +228,19 @@ def split_sentences(answer: dict[str, Any], turns: list[Turn],
 
 
 def messages(inputs: dict[str, Any], answers: list[str] | None = None,
-             form: str = "turns") -> list[dict[str, str]]:
+             form: str = "turns", only: list[int] | None = None) -> list[dict[str, str]]:
     """Chat messages of a turns form (`TURN_FORMS`) with `answers` (assistant texts of turns
     0..k-1): the prompt of turn k (its user message last), or, when every turn has its answer,
-    the whole conversation (training)."""
+    the whole conversation (training). `only` (turn indices, rising): the conversation holds
+    those turns alone, in order, `answers` being theirs (a worker that leaves the turns it does
+    not ask out of the prompt, `codec.run_turns(tail="omit")`)."""
     turns = asked(inputs["events"], form)
     if not turns:
         raise TurnsError("no event holds user words: there is no turn to ask")
+    if only is not None:
+        if not only or sorted(set(only)) != list(only) or not 0 <= only[0] <= only[-1] < len(turns):
+            raise TurnsError(f"turns {only}: rising indices of the {len(turns)} turns")
+        turns = [turns[k] for k in only]
     given = list(answers or [])
     if len(given) > len(turns):
         raise TurnsError(f"{len(given)} answers for {len(turns)} turns")

@@ -346,8 +346,10 @@ def _worker_line(label: str, path: Path, worker, rows: int, set_name: str, args)
         history += ", the rules' claims kept beside the model's"
     if worker.turn_gate is not None:
         history += f", turns asked where the turn gate gives P(fact) >= {worker.turn_gate:g}"
-        if worker.turn_gate_tail == "drop":
+        if worker.turn_gate_tail != "read":
             history += ", the window read up to the last asked turn's event"
+        if worker.turn_gate_tail == "omit":
+            history += ", the unasked turns left out of the conversation"
     return (f"{label}: model {path.name}, worker: extract form {worker.extract_form}{history}, "
             f"claim gate {gate}{', proposing' if worker.propose else ''}; {rows} {set_name} "
             f"extract windows of {args.corpus}, threads={worker.backend.llm.n_threads}, "
@@ -607,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
                         "gives P(fact) below T is not asked (memworker.inference.turn_gate)")
     p.add_argument("--turn-gate-tail", default="read", choices=codec.TAILS,
                    help="--worker with --turn-gate: drop, the prompts end at the last asked "
-                        "turn's event (the unasked events after it are not read)")
+                        "turn's event (the unasked events after it are not read); omit, that "
+                        "and no unasked turn's question or empty answer in the prompts")
     p.add_argument("--propose", action="store_true",
                    help="--worker: every turn proposes a claim for the gate (a release's worker "
                         "with propose)")

@@ -266,7 +266,8 @@ def add_turn_options(parser: Any) -> None:
     parser.add_argument("--turn-gate-tail", choices=codec.TAILS, default="read",
                         help="with --turn-gate: what the prompts show after the last asked "
                              "turn's event, the rest of the window (read, the default) or "
-                             "nothing (drop: the unasked events after it are not read)")
+                             "nothing (drop: the unasked events after it are not read; omit: that, "
+                             "and the unasked turns before it left out of the conversation)")
 
 
 def check_turn_options(args: Any) -> None:

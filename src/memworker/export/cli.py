@@ -94,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "evaluate the student so (eval/run.py --turn-gate student=T)")
     parser.add_argument("--turn-gate-tail", default="read", choices=codec.TAILS,
                         help="with --turn-gate: drop, the prompts end at the last asked turn's "
-                             "event (the unasked events after it are not read); recorded as the "
+                             "event (the unasked events after it are not read); omit, that and "
+                             "no unasked turn in the conversation; recorded as the "
                              "release's worker; evaluate the student so (eval/run.py "
-                             "--turn-gate-tail drop)")
+                             "--turn-gate-tail drop|omit)")
     parser.add_argument("--with-rules", action="store_true",
                         help="the hybrid worker: the rules' extract claims kept beside the "
                              "student's (after its gate; memworker.inference.hybrid); recorded "

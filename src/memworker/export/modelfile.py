@@ -82,7 +82,9 @@ def worker_words(worker: dict[str, Any], sep: str = " and") -> str:
             + (f"{sep} turns asked where the turn gate gives P(fact) >= {worker['turn_gate']:g}"
                if worker.get("turn_gate") is not None else "")
             + (f"{sep} the window read up to the last asked turn's event"
-               if worker.get("turn_gate_tail", "read") != "read" else ""))
+               if worker.get("turn_gate_tail", "read") != "read" else "")
+            + (f"{sep} the unasked turns left out of the conversation"
+               if worker.get("turn_gate_tail", "read") == "omit" else ""))
 
 
 def render(gguf_from: str, *, end_of_turn: str, license_text: str, num_ctx: int = NUM_CTX,

@@ -672,10 +672,12 @@ def run_request(backend: Any, request: Request, *, temperature: float = 0.0, see
 
 #: the answer of a turn the worker does not ask (`run_turns(ask=)`): no claim
 TURN_SKIPPED = '{"claims":[]}'
-#: what the prompts of a turns form with unasked turns show of the window after its last asked
-#: turn's event (`run_turns(tail=)`): "read" (the whole window, as trained) or "drop" (the window
-#: ends at that event: events the worker does not ask about after it are not read)
-TAILS = ("read", "drop")
+#: what the prompts of a turns form with unasked turns show (`run_turns(tail=)`): "read" (the
+#: whole window, every unasked turn with its empty answer, as trained), "drop" (the window ends at
+#: the last asked turn's event: events the worker does not ask about after it are not read) or
+#: "omit" (as "drop", and the unasked turns before it are left out of the conversation too: no
+#: question, no empty answer; the next asked turn's question follows the last asked turn's answer)
+TAILS = ("read", "drop", "omit")
 
 #: the text of a proposing turn's answer up to and including its first claim's opening bracket:
 #: the fork where the student either closes the list or opens a claim
@@ -761,13 +763,14 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     `finish_reason="skipped"` with no tokens and no seconds. `tail` "drop" (with `ask`): the
     prompts show the window up to the last asked turn's event only, as if the window ended there
     (`TAILS`): the events after it, none of them asked, are not read; a window with no turn
-    asked calls nothing either way. The schemas, the quotes' checks and the merged answer still
+    asked calls nothing either way. `tail` "omit": as "drop", and the conversation holds the
+    asked turns alone (an unasked turn's question and empty answer are not in any prompt). The schemas, the quotes' checks and the merged answer still
     hold the whole window."""
     wire.check_layout(layout)
     if tail not in TAILS:
         raise ValueError(f"tail {tail!r}: one of {', '.join(TAILS)}")
-    if tail == "drop" and ask is None:
-        raise ValueError("tail 'drop' drops the events after the last asked turn: it needs ask")
+    if tail != "read" and ask is None:
+        raise ValueError(f"tail {tail!r} drops the events after the last asked turn: it needs ask")
     if history not in turns_form.HISTORIES:
         raise ValueError(f"turn history {history!r}: one of {', '.join(turns_form.HISTORIES)}")
     check_stamps(stamps)
@@ -776,7 +779,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
     if ask is not None and len(ask) != len(asked):
         raise ValueError(f"ask: {len(ask)} flags for {len(asked)} turns")
     shown = inputs              # what the prompts show of the window
-    if tail == "drop" and any(ask or ()):
+    if tail != "read" and any(ask or ()):
         last = asked[max(k for k, a in enumerate(ask or ()) if a)].event
         at = next(i for i, e in enumerate(inputs["events"]) if e["index"] == last)
         shown = {**inputs, "events": inputs["events"][:at + 1]}
@@ -792,10 +795,14 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
             answers.append(TURN_SKIPPED)
             diagnostics.append(f"{turn.label}: not asked (turn gate)")
             continue
-        messages = relayout(restamp(turns_form.messages(shown, answers, form)
-                                    if history == "answers"
-                                    else turns_form.once_messages(shown, k, form), shown,
-                                    stamps), layout)
+        if history == "none":
+            messages = turns_form.once_messages(shown, k, form)
+        elif tail == "omit":    # the asked turns alone, each with its answer
+            only = [j for j in range(k + 1) if ask[j]]
+            messages = turns_form.messages(shown, [answers[j] for j in only[:-1]], form, only)
+        else:
+            messages = turns_form.messages(shown, answers, form)
+        messages = relayout(restamp(messages, shown, stamps), layout)
         request = _turn_request(backend, inputs, turn.event, messages, use_grammar, max_tokens,
                                 own_quotes, propose, layout)
         try:

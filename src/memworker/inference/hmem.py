@@ -101,8 +101,9 @@ def worker_config(extract_form: str = "window", claim_gate: str | None = None,
     by the rules, the model not called, `hybrid.rules_result`), and `turn_gate` T (the turns
     form: a turn whose event the turn gate gives P(fact) below T is not asked,
     `memworker.inference.turn_gate`), and with it `turn_gate_tail` "drop" (the prompts end at the
-    last asked turn's event: the unasked events after it are not read, `codec.run_turns(tail=)`),
-    recorded only when set."""
+    last asked turn's event: the unasked events after it are not read, `codec.run_turns(tail=)`)
+    or "omit" (that, and the unasked turns before it left out of the conversation), recorded
+    only when set."""
     if extract_form not in FORMS:
         raise WorkerError(f"extract form {extract_form!r}: one of {', '.join(FORMS)}")
     if claim_gate is not None:
