@@ -109,6 +109,36 @@ def test_tail_drop_ends_the_prompts_at_the_last_asked_turns_event():
         codec.run_turns(ReplayBackend([]), EP, ask=[True, True], tail="cut")
 
 
+def test_tail_omit_leaves_the_unasked_turns_out_of_the_conversation():
+    """`tail="omit"`: as "drop", and an unasked turn before the last asked one is not in the
+    prompt at all (no question, no empty answer); with every turn asked it is the full form."""
+    dentist = claim(predicate="plans_to", value="book the dentist",
+                    quotes=[["Book the dentist for next Friday at 3pm.", 2]])
+    upto2 = {**EP, "events": EP["events"][:3]}
+    omit = ReplayBackend([extract_text(dentist)])
+    result = codec.run_turns(omit, EP, ask=[False, True], tail="omit")
+    sent = omit.calls[0]["messages"]
+    assert sent == turns.messages(upto2, [], only=[1])
+    assert [m["role"] for m in sent][-1] == "user" and "assistant" not in [m["role"] for m in sent]
+    assert "Event [0]" not in json.dumps(sent) and "Event [2]" in json.dumps(sent)
+    assert [c["predicate"] for c in result.output["claims"]] == ["plans_to"]
+    assert result.turns[0].finish_reason == "skipped"
+    drop = ReplayBackend([extract_text(dentist)])
+    codec.run_turns(drop, EP, ask=[False, True], tail="drop")
+    assert drop.calls[0]["messages"] == turns.messages(upto2, [codec.TURN_SKIPPED])
+    assert len(drop.calls[0]["messages"]) == len(sent) + 2
+    # every turn asked: the second turn's prompt holds the first turn's answer, as "read" does
+    first = extract_text(LISBON)
+    both = ReplayBackend([first, extract_text(dentist)])
+    codec.run_turns(both, EP, ask=[True, True], tail="omit")
+    assert both.calls[1]["messages"] == turns.messages(upto2, [first])
+    with pytest.raises(ValueError, match="needs ask"):
+        codec.run_turns(ReplayBackend([]), EP, tail="omit")
+    for bad in ([], [1, 0], [0, 2], [1, 1]):
+        with pytest.raises(turns.TurnsError, match="rising indices"):
+            turns.messages(EP, [], only=bad)
+
+
 def test_the_worker_and_the_evaluator_carry_the_tail(monkeypatch):
     config = worker_config("turns", "verifier>=0.9", True, turn_gate=0.9, turn_gate_tail="drop")
     assert config["turn_gate_tail"] == "drop"
