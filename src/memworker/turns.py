@@ -262,15 +262,33 @@ def once_messages(inputs: dict[str, Any], k: int, form: str = "turns") -> list[d
 
 
 def training_messages(inputs: dict[str, Any], answer: dict[str, Any],
-                      form: str = "turns") -> list[dict[str, str]]:
-    """The training conversation of one window: every turn with its gold answer."""
+                      form: str = "turns", ask: list[bool] | None = None
+                      ) -> list[dict[str, str]]:
+    """The training conversation of one window: every turn with its gold answer. `ask` (the
+    turns form, one flag per turn, at least one true): the conversation of a worker that asks
+    only those turns with `codec.run_turns(tail="omit")`: the window up to the last asked turn's
+    event, the asked turns alone with their gold answers (an unasked turn's gold is not in it)."""
     turns = asked(inputs["events"], form)
     if not turns:
         raise TurnsError("no event holds user words: there is no turn to ask")
     parts = (split_claims(answer, [t.event for t in turns]) if form == "turns"
              else split_sentences(answer, turns, inputs["events"]))
     texts = [wire.dump_answer("extract", a) for a in parts]
-    return messages(inputs, texts, form)
+    if ask is None:
+        return messages(inputs, texts, form)
+    if form != "turns" or len(ask) != len(turns) or not any(ask):
+        raise TurnsError(f"ask: {len(ask)} flags for {len(turns)} turns of the turns form, one "
+                         "of them true")
+    only = [k for k, a in enumerate(ask) if a]
+    return messages(shown_upto(inputs, turns[only[-1]].event), [texts[k] for k in only], form,
+                    only)
+
+
+def shown_upto(inputs: dict[str, Any], event: int) -> dict[str, Any]:
+    """An extract request's inputs as the window ending at event `event` (its events up to and
+    including that one): what a worker that asks no later turn shows (`codec.run_turns(tail=)`)."""
+    at = next(i for i, e in enumerate(inputs["events"]) if e["index"] == event)
+    return {**inputs, "events": inputs["events"][:at + 1]}
 
 
 def read_once_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -374,12 +392,16 @@ def walk_field_starts(text: str) -> list[tuple[int, str, bool]]:
     return out
 
 
-def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str) -> dict[str, Any] | None:
+def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str,
+                ask: list[bool] | None = None) -> dict[str, Any] | None:
     """A wire training row (messages: system, user, assistant) in an extraction form (`FORMS`),
     given the window's canonical inputs; other tasks' rows unchanged; None for a window without a
-    user event in the turns and walk forms (nothing to ask: its gold must be empty, checked)."""
+    user event in the turns and walk forms (nothing to ask: its gold must be empty, checked).
+    `ask` (turns form): `training_messages(ask=)`, None when no flag is true (nothing asked)."""
     if form not in FORMS:
         raise TurnsError(f"unknown extraction form {form!r}; forms: {', '.join(FORMS)}")
+    if ask is not None and form != "turns":
+        raise TurnsError(f"asking some turns only is built for the turns form, not {form!r}")
     if form == "window" or row["task"] != "extract":
         return row
     answer = json.loads(row["messages"][-1]["content"])
@@ -391,8 +413,10 @@ def to_form_row(row: dict[str, Any], inputs: dict[str, Any], form: str) -> dict[
     if render("extract", inputs) != row["messages"][:2]:
         raise TurnsError(f"row {row.get('id', '?')}: its prompt is not the one its inputs "
                          "render (canonical and wire rows of different corpora?)")
+    if ask is not None and not any(ask):
+        return None
     if form in TURN_FORMS:
-        return {**row, "messages": training_messages(inputs, answer, form)}
+        return {**row, "messages": training_messages(inputs, answer, form, ask)}
     return {**row, "messages": walk_messages(inputs) + [
         {"role": "assistant", "content": dump_walk(walk_answer(answer, asked))}]}
 

@@ -780,9 +780,8 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
         raise ValueError(f"ask: {len(ask)} flags for {len(asked)} turns")
     shown = inputs              # what the prompts show of the window
     if tail != "read" and any(ask or ()):
-        last = asked[max(k for k, a in enumerate(ask or ()) if a)].event
-        at = next(i for i, e in enumerate(inputs["events"]) if e["index"] == last)
-        shown = {**inputs, "events": inputs["events"][:at + 1]}
+        shown = turns_form.shown_upto(
+            inputs, asked[max(k for k, a in enumerate(ask or ()) if a)].event)
     generations: list[Attempt] = []
     answers: list[str] = []
     claims: list[Any] = []

@@ -131,6 +131,13 @@ class StageConfig:
                             "facts in fewer, longer messages, labels carried over), in the "
                             "window, turns or sentences form; val unchanged (train/README \"Longer "
                             "messages\")")
+    turn_gate: float | None = _f(None, "turns form: train each extract window as the worker "
+                                 "with the committed turn gate at this P(fact) threshold and "
+                                 "turn_gate_tail omit asks it: the window up to the last asked "
+                                 "turn's event, the asked turns alone with their gold answers, a "
+                                 "window with no turn asked left out (null: every turn; "
+                                 "train/README \"Only the asked turns\"); evaluate with "
+                                 "eval/run.py --turn-gate S=T --turn-gate-tail omit")
     extract_keep: str | None = _f(None, "a keep file (eval/studies/keep_facts.py: each "
                                   "train-split window's gold facts a student's recorded claims "
                                   "cover): the train extract windows of the corpus and "
@@ -240,6 +247,14 @@ class StageConfig:
             problems.append(f"merged_days must be between 0 and 1, not {self.merged_days}")
         elif self.merged_days and self.extract_form == "walk":
             problems.append("merged_days needs the window, turns or sentences form, not walk")
+        if self.turn_gate is not None:
+            if isinstance(self.turn_gate, bool) or not isinstance(self.turn_gate, int | float) \
+                    or not 0.0 <= self.turn_gate <= 1.0:
+                problems.append(f"turn_gate must be a probability, not {self.turn_gate!r}")
+            elif self.extract_form != "turns" or self.turn_history != "answers" \
+                    or self.merged_days:
+                problems.append("turn_gate needs extract_form turns, turn_history answers and "
+                                "no merged_days")
         if self.extract_keep and self.merged_days:
             problems.append("extract_keep and merged_days together are not built")
         if self.claim_layout not in LAYOUTS:
@@ -273,7 +288,8 @@ class StageConfig:
 
 #: fields added after runs were recorded, at the default that reproduces those runs
 LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full", "parent_from": "stage",
-                                  "claim_layout": "v3", "extract_keep": None}
+                                  "claim_layout": "v3", "extract_keep": None,
+                                  "turn_gate": None}
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 

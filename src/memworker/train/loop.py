@@ -30,6 +30,7 @@ from trl import SFTConfig, SFTTrainer
 from memworker import packing, prompts, receipts, turns, wire
 from memworker.corpus import load_rows
 from memworker.hashing import write_json
+from memworker.inference import turn_gate
 from memworker.prompts import PromptError, restamp
 from memworker.registry import PreparedBase
 from memworker.train import data as tdata
@@ -260,20 +261,26 @@ def _forming(cfg: StageConfig) -> bool:
 
 
 def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
-               excluded: list[str] | None = None, stamps: str = "full") -> list[dict]:
+               excluded: list[str] | None = None, stamps: str = "full",
+               ask_at: float | None = None, unasked: list[str] | None = None) -> list[dict]:
     """Extract rows in an extraction form (`memworker.turns`), joined with their canonical
     inputs; a window without user words (nothing to ask, empty gold) is left out. With
     `excluded`, a window whose gold claim has no turn to be asked in (it quotes, last, an event
     after every user event: the hand-written sets have a few) is left out and its id appended;
     without it, that is an error (the generated corpora have none). `stamps`: how the extract
-    prompts write the events' timestamps (`memworker.prompts.restamp`, as the codec writes them)."""
+    prompts write the events' timestamps (`memworker.prompts.restamp`, as the codec writes them).
+    `ask_at` (turns form): each window as the worker with the committed turn gate at that
+    threshold and `turn_gate_tail="omit"` asks it (`turns.training_messages(ask=)`); a window
+    with no turn asked is left out and its id appended to `unasked`."""
     inputs = {r["id"]: r["input"] for r in load_rows(folder, split, form="canonical")}
     out = []
     for row in rows:
         if row["task"] == "extract" and row["id"] not in inputs:
             raise RunError(f"{folder}: {split} row {row['id']} has no canonical row")
+        ask = (turn_gate.asks(inputs[row["id"]], ask_at)
+               if ask_at is not None and row["task"] == "extract" else None)
         try:
-            turned = turns.to_form_row(row, inputs.get(row["id"], {}), form)
+            turned = turns.to_form_row(row, inputs.get(row["id"], {}), form, ask)
         except turns.NoTurnError as exc:
             if excluded is None:
                 raise RunError(f"{folder}: {split}: {exc}") from None
@@ -282,13 +289,18 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
         except turns.TurnsError as exc:
             raise RunError(f"{folder}: {split}: {exc}") from None
         if turned is not None and stamps != "full" and turned["task"] == "extract":
+            shown = inputs[row["id"]] if ask is None else turns.shown_upto(
+                inputs[row["id"]], turns.turn_events(inputs[row["id"]]["events"])[
+                    max(k for k, a in enumerate(ask) if a)])
             try:
-                turned = {**turned, "messages": restamp(turned["messages"],
-                                                        inputs[row["id"]], stamps)}
+                turned = {**turned, "messages": restamp(turned["messages"], shown, stamps)}
             except PromptError as exc:
                 raise RunError(f"{folder}: {split} row {row['id']}: {exc}") from None
         if turned is not None:
             out.append(turned)
+        elif ask is not None and unasked is not None and turns.turn_events(
+                inputs[row["id"]]["events"]):
+            unasked.append(row["id"])
     return out
 
 
@@ -388,14 +400,17 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
     manifest = tdata.verify_corpus(folder)
     manifest_sha256 = report.file_sha(folder / "manifest.json")
     excluded: list[str] = []
+    unasked: list[str] = []
     pool = [r for r in _load_split(folder, "train", cfg.seed) if r["task"] not in left_out]
     if keep is not None:
         pool = _kept_rows(cfg, folder, manifest_sha256, pool, keep, provenance)
     extra = [r for r in _load_split(folder, "val", cfg.seed) if r["task"] not in left_out]
     extra = extra[: cfg.val_rows] if cfg.val_rows else extra
     if _forming(cfg):
-        pool = _form_rows(folder, "train", pool, cfg.extract_form, excluded, cfg.event_stamps)
-        extra = _form_rows(folder, "val", extra, cfg.extract_form, excluded, cfg.event_stamps)
+        pool = _form_rows(folder, "train", pool, cfg.extract_form, excluded, cfg.event_stamps,
+                          cfg.turn_gate, unasked)
+        extra = _form_rows(folder, "val", extra, cfg.extract_form, excluded, cfg.event_stamps,
+                           cfg.turn_gate, unasked)
     if not pool:
         raise RunError(f"stage {cfg.name}: mix corpus {folder} has no train rows")
     share = Fraction(repr(cfg.mix_share))
@@ -408,6 +423,7 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
         "corpus": str(folder), "rows": n, "share": round(n / (n + len(train)), 4),
         "distinct_rows": min(n, len(pool)), "passes": round(n / len(pool), 3),
         "val_rows": len(extra), "form_excluded": excluded,
+        **({"unasked": len(unasked)} if cfg.turn_gate is not None else {}),
         "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
@@ -439,8 +455,15 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
                                       "facts": keep.get("facts")}
         train = _kept_rows(cfg, corpus, manifest_sha256, train, keep, provenance)
     if _forming(cfg):
-        train = _form_rows(corpus, "train", train, cfg.extract_form, stamps=cfg.event_stamps)
-        val = _form_rows(corpus, "val", val, cfg.extract_form, stamps=cfg.event_stamps)
+        unasked: list[str] = []
+        train = _form_rows(corpus, "train", train, cfg.extract_form, stamps=cfg.event_stamps,
+                           ask_at=cfg.turn_gate, unasked=unasked)
+        val = _form_rows(corpus, "val", val, cfg.extract_form, stamps=cfg.event_stamps,
+                         ask_at=cfg.turn_gate, unasked=unasked)
+        if cfg.turn_gate is not None:
+            provenance["turn_gate"] = {"threshold": cfg.turn_gate, "tail": "omit",
+                                       "weights_sha256": report.file_sha(turn_gate.DEFAULT_WEIGHTS),
+                                       "windows_unasked": len(unasked)}
     merged = _merged_rows(corpus, cfg) if cfg.merged_days else []
     if merged:
         train = tdata.seeded_order(train + merged, cfg.seed, "merged")
