@@ -178,8 +178,10 @@ class StageConfig:
 
     def validate(self) -> StageConfig:
         problems = []
-        if self.parent is not None and self.parent not in STAGE_ORDER:
-            problems.append(f"parent {self.parent!r} is not a stage ({', '.join(STAGE_ORDER)})")
+        if self.parent is not None and self.parent not in STAGE_ORDER \
+                and experiment_path(self.parent) is None:
+            problems.append(f"parent {self.parent!r} is not a stage ({', '.join(STAGE_ORDER)}) "
+                            "nor an experiment stage of train/experiments")
         if self.parent == self.name:
             problems.append("a stage cannot be its own parent")
         if self.parent_from not in PARENT_FROM:
@@ -414,8 +416,20 @@ def read_stage_file(path: str | Path) -> tuple[dict[str, Any], dict[str, dict[st
     return values, checked
 
 
+def experiment_path(stage: str) -> Path | None:
+    """train/experiments/<stage>.yaml next to the stage configs (an experiment stage, which a
+    later experiment may warm-start from: E28's parent is E27's stage `keep`), or None."""
+    try:
+        path = stages_dir().parent / "experiments" / f"{stage}.yaml"
+    except ConfigError:
+        return None
+    return path if path.is_file() else None
+
+
 def stage_path(stage: str) -> Path:
     path = stages_dir() / f"{stage}.yaml"
+    if not path.is_file() and stage not in STAGE_ORDER and experiment_path(stage) is not None:
+        return experiment_path(stage)
     if not path.is_file():
         known = sorted(p.stem for p in stages_dir().glob("*.yaml"))
         raise ConfigError(f"no stage {stage!r}: {path} is missing; known stages: {known}")
