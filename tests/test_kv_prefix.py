@@ -289,3 +289,34 @@ def test_read_once_turns_reuse_the_window_and_answer_as_fresh(backends):
                 later.append(evaluated)
                 assert 0 < evaluated < 40 and evaluated * 10 < prompt, (evaluated, prompt)
     assert len(later) == 1 + 1 + 3
+
+
+@pytest.mark.slow
+def test_omitting_worker_reuses_cells_as_fresh_evaluation(backends):
+    """The prompts of the worker that leaves unasked turns out (`codec.run_turns(tail="omit")`,
+    built by `turns.messages(only=)` as the codec builds them): a later asked turn's prompt holds
+    the earlier asked turn's answer right after its question; the prefix cache keeps the
+    window's cells and evaluates that answer again from its text. Every asked turn's answer is
+    byte-identical to evaluating its prompt from scratch (kv cache off), turn by turn (one window
+    with its timestamps to the minute)."""
+    from memworker import turns
+    from memworker.prompts import restamp
+
+    off, cached = backends["off"], backends["prefix"]
+    asked = turns.asked(FOUR_TURNS["events"])
+    n = len(asked)
+    for ask, stamps in (([True] + [False] * (n - 2) + [True], "full"),
+                        ([False] + [True] * (n - 1), "minute")):
+        only = [k for k, a in enumerate(ask) if a]
+        shown = turns.shown_upto(FOUR_TURNS, asked[only[-1]].event)
+        answers = []
+        for j, k in enumerate(only):
+            messages = restamp(turns.messages(shown, answers, only=only[:j + 1]), shown,
+                               stamps)
+            assert len(messages) == 2 + 2 * j      # no unasked turn in the conversation
+            request = codec._turn_request(off, FOUR_TURNS, asked[k].event, messages, True,
+                                          MAX_TOKENS, propose=True)
+            [want] = texts(off, [request])
+            [got] = texts(cached, [request])
+            assert got == want, (ask, stamps, k)
+            answers.append(want)
