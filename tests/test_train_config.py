@@ -115,14 +115,21 @@ def test_task_shares_are_normalised():
 def test_experiment_stages_load_and_continue_a_shipped_stage():
     """train/experiments/*.yaml: stages outside the shipped chain, given to train/run.py as a path;
     each loads, validates and warm-starts from a shipped stage (train/lineage checks the parent's
-    receipt names that stage)."""
+    receipt names that stage), directly or through other experiment stages (E28's `asked`
+    continues E27's `keep`), which load by name too."""
     folder = tconfig.stages_dir().parent / "experiments"
     files = sorted(folder.glob("*.yaml"))
     assert files, folder
     for path in files:
         cfg = tconfig.load_stage(str(path))
         assert cfg.name == path.stem and cfg.name not in tconfig.STAGE_ORDER
-        assert cfg.parent in tconfig.STAGE_ORDER
+        seen = {cfg.name}
+        while cfg.parent not in tconfig.STAGE_ORDER:
+            assert tconfig.experiment_path(cfg.parent) is not None and cfg.parent not in seen
+            cfg = tconfig.load_stage(cfg.parent)
+            seen.add(cfg.name)
+    assert tconfig.load_stage(str(folder / "asked.yaml")).parent == "keep"
+    assert tconfig.experiment_path("nowhere") is None
     reflect = tconfig.load_stage(str(folder / "reflect.yaml"))
     shares = tconfig.parse_task_shares(reflect.task_shares)
     assert shares["reflect"] > shares["extract"]
