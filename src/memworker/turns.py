@@ -280,8 +280,7 @@ def training_messages(inputs: dict[str, Any], answer: dict[str, Any],
         raise TurnsError(f"ask: {len(ask)} flags for {len(turns)} turns of the turns form, one "
                          "of them true")
     only = [k for k, a in enumerate(ask) if a]
-    return messages(shown_upto(inputs, turns[only[-1]].event), [texts[k] for k in only], form,
-                    only)
+    return messages(shown_asked(inputs, ask, form), [texts[k] for k in only], form, only)
 
 
 def shown_upto(inputs: dict[str, Any], event: int) -> dict[str, Any]:
@@ -289,6 +288,13 @@ def shown_upto(inputs: dict[str, Any], event: int) -> dict[str, Any]:
     including that one): what a worker that asks no later turn shows (`codec.run_turns(tail=)`)."""
     at = next(i for i, e in enumerate(inputs["events"]) if e["index"] == event)
     return {**inputs, "events": inputs["events"][:at + 1]}
+
+
+def shown_asked(inputs: dict[str, Any], ask: list[bool], form: str = "turns") -> dict[str, Any]:
+    """`shown_upto` the event of the last turn `ask` flags (one flag per turn of `form`, at least
+    one true): the window a worker asking those turns with a tail dropped or omitted shows."""
+    turns = asked(inputs["events"], form)
+    return shown_upto(inputs, turns[max(k for k, a in enumerate(ask) if a)].event)
 
 
 def read_once_rows(row: dict[str, Any]) -> list[dict[str, Any]]:

@@ -780,8 +780,7 @@ def run_turns(backend: Any, inputs: dict[str, Any], *, temperature: float = 0.0,
         raise ValueError(f"ask: {len(ask)} flags for {len(asked)} turns")
     shown = inputs              # what the prompts show of the window
     if tail != "read" and any(ask or ()):
-        shown = turns_form.shown_upto(
-            inputs, asked[max(k for k, a in enumerate(ask or ()) if a)].event)
+        shown = turns_form.shown_asked(inputs, ask, form)
     generations: list[Attempt] = []
     answers: list[str] = []
     claims: list[Any] = []

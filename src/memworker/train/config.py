@@ -428,8 +428,9 @@ def experiment_path(stage: str) -> Path | None:
 
 def stage_path(stage: str) -> Path:
     path = stages_dir() / f"{stage}.yaml"
-    if not path.is_file() and stage not in STAGE_ORDER and experiment_path(stage) is not None:
-        return experiment_path(stage)
+    experiment = None if path.is_file() or stage in STAGE_ORDER else experiment_path(stage)
+    if experiment is not None:
+        return experiment
     if not path.is_file():
         known = sorted(p.stem for p in stages_dir().glob("*.yaml"))
         raise ConfigError(f"no stage {stage!r}: {path} is missing; known stages: {known}")

@@ -289,17 +289,15 @@ def _form_rows(folder: Path, split: str, rows: list[dict], form: str,
         except turns.TurnsError as exc:
             raise RunError(f"{folder}: {split}: {exc}") from None
         if turned is not None and stamps != "full" and turned["task"] == "extract":
-            shown = inputs[row["id"]] if ask is None else turns.shown_upto(
-                inputs[row["id"]], turns.turn_events(inputs[row["id"]]["events"])[
-                    max(k for k, a in enumerate(ask) if a)])
+            shown = (inputs[row["id"]] if ask is None
+                     else turns.shown_asked(inputs[row["id"]], ask, form))
             try:
                 turned = {**turned, "messages": restamp(turned["messages"], shown, stamps)}
             except PromptError as exc:
                 raise RunError(f"{folder}: {split} row {row['id']}: {exc}") from None
         if turned is not None:
             out.append(turned)
-        elif ask is not None and unasked is not None and turns.turn_events(
-                inputs[row["id"]]["events"]):
+        elif ask and unasked is not None:   # turns to ask, none asked (not: no turn at all)
             unasked.append(row["id"])
     return out
 
