@@ -138,6 +138,13 @@ class StageConfig:
                                  "window with no turn asked left out (null: every turn; "
                                  "train/README \"Only the asked turns\"); evaluate with "
                                  "eval/run.py --turn-gate S=T --turn-gate-tail omit")
+    wire_contract: bool = _f(False, "leave out the consolidate and reflect rows (of the corpus "
+                             "and mix_corpus, train and val) whose trained wire answer the codec "
+                             "does not read back as their canonical gold (memworker.wire.from_wire: "
+                             "an observation that does not state two of its facts, an answer that "
+                             "does not state its evidence; the hand-written sets are built without "
+                             "that check); counted in the receipt's data.wire_contract (false: "
+                             "every row; train/README \"Only answers the codec reads back\")")
     extract_keep: str | None = _f(None, "a keep file (eval/studies/keep_facts.py: each "
                                   "train-split window's gold facts a student's recorded claims "
                                   "cover): the train extract windows of the corpus and "
@@ -291,7 +298,7 @@ class StageConfig:
 #: fields added after runs were recorded, at the default that reproduces those runs
 LATER_DEFAULTS: dict[str, Any] = {"event_stamps": "full", "parent_from": "stage",
                                   "claim_layout": "v3", "extract_keep": None,
-                                  "turn_gate": None}
+                                  "turn_gate": None, "wire_contract": False}
 FIELDS = {f.name: f for f in dataclasses.fields(StageConfig)}
 
 

@@ -388,6 +388,38 @@ def _merged_rows(folder: Path, cfg: StageConfig) -> list[dict]:
     return out
 
 
+def _read_back(folder: Path, split: str, rows: list[dict], left: dict[str, int]) -> list[dict]:
+    """`rows` without the consolidate and reflect rows whose trained answer (the last message, a
+    wire answer) the codec does not read back as the row's canonical gold
+    (`wire.from_wire`, compared as `wire.comparable_answer`: an observation must state two or
+    more of its facts, an answer the evidence it cites); each one left out is counted by task in
+    `left`. The corpus audit requires this of every generated row (`wire_roundtrip`); the
+    hand-written sets are built without it (`read_back=False`), so their text can read back as
+    another answer: a hedge that states no fact, a terse reply the codec takes for an
+    abstention."""
+    canonical = {r["id"]: r for r in load_rows(folder, split, form="canonical")}
+    out = []
+    for row in rows:
+        task = row["task"]
+        if task in ("consolidate", "reflect"):
+            gold = canonical.get(row["id"])
+            if gold is None:
+                raise RunError(f"{folder}: {split} row {row['id']} has no canonical row")
+            try:
+                back = wire.from_wire(task, json.loads(row["messages"][-1]["content"]),
+                                      gold["input"])
+                same = (wire.comparable_answer(task, back)
+                        == wire.comparable_answer(task, gold["gold"]))
+            except (ValueError, KeyError) as exc:
+                raise RunError(f"{folder}: {split} row {row['id']}: its answer does not "
+                               f"convert: {exc}") from None
+            if not same:
+                left[task] = left.get(task, 0) + 1
+                continue
+        out.append(row)
+    return out
+
+
 def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: set[str],
               provenance: dict[str, Any], keep: dict[str, Any] | None = None
               ) -> tuple[list[dict], list[dict]]:
@@ -403,6 +435,10 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
     if keep is not None:
         pool = _kept_rows(cfg, folder, manifest_sha256, pool, keep, provenance)
     extra = [r for r in _load_split(folder, "val", cfg.seed) if r["task"] not in left_out]
+    left: dict[str, int] = {}
+    if cfg.wire_contract:
+        pool = _read_back(folder, "train", pool, left)
+        extra = _read_back(folder, "val", extra, left)
     extra = extra[: cfg.val_rows] if cfg.val_rows else extra
     if _forming(cfg):
         pool = _form_rows(folder, "train", pool, cfg.extract_form, excluded, cfg.event_stamps,
@@ -422,6 +458,7 @@ def _mix_rows(cfg: StageConfig, train: list[dict], val: list[dict], left_out: se
         "distinct_rows": min(n, len(pool)), "passes": round(n / len(pool), 3),
         "val_rows": len(extra), "form_excluded": excluded,
         **({"unasked": len(unasked)} if cfg.turn_gate is not None else {}),
+        **({"wire_contract_left_out": dict(sorted(left.items()))} if cfg.wire_contract else {}),
         "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
@@ -440,6 +477,10 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     left_out = left_out_tasks(cfg.task_shares)  # a task with share 0: not trained, nor validated
     train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
     val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
+    if cfg.wire_contract:
+        left: dict[str, int] = {}
+        train = _read_back(corpus, "train", train, left)
+        val = _read_back(corpus, "val", val, left)
     val = val[: cfg.val_rows] if cfg.val_rows else val
     read = _read_keep(cfg)
     keep = read[0] if read else None
@@ -448,6 +489,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
         "manifest_sha256": manifest_sha256,
         "split_sha256": {s: tdata.split_sha256(manifest, s) for s in ("train", "val")},
     }
+    if cfg.wire_contract:
+        provenance["wire_contract"] = {"left_out": dict(sorted(left.items()))}
     if read is not None:
         provenance["extract_keep"] = {"file": str(cfg.extract_keep), "sha256": read[1],
                                       "facts": keep.get("facts")}
