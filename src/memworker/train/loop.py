@@ -477,8 +477,8 @@ def prepare_data(cfg: StageConfig) -> dict[str, Any]:
     left_out = left_out_tasks(cfg.task_shares)  # a task with share 0: not trained, nor validated
     train = [r for r in _load_split(corpus, "train", cfg.seed) if r["task"] not in left_out]
     val = [r for r in _load_split(corpus, "val", cfg.seed) if r["task"] not in left_out]
+    left: dict[str, int] = {}   # rows left out by wire_contract, by task
     if cfg.wire_contract:
-        left: dict[str, int] = {}
         train = _read_back(corpus, "train", train, left)
         val = _read_back(corpus, "val", val, left)
     val = val[: cfg.val_rows] if cfg.val_rows else val
